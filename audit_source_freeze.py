@@ -1,0 +1,35 @@
+#!/usr/bin/env python3
+"""Run the source-freeze check alone: `verdict=pass` or `verdict=blocked` and its reasons.
+
+Usage: audit_source_freeze.py [-C WORKSPACE] [--json]. Exit 0 pass, 1 blocked, 2 error.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from gates import exitcodes  # noqa: E402  (the path above makes a plain checkout work)
+from gates.commands.freeze import show  # noqa: E402
+from gates.errors import GatesError  # noqa: E402
+from gates.workspace import open_workspace  # noqa: E402
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("-C", dest="workspace", default=".", help="workspace folder")
+    parser.add_argument("--json", action="store_true", help="print one JSON object")
+    args = parser.parse_args(argv)
+    try:
+        workspace = open_workspace(Path(args.workspace))
+        return show(workspace, as_json=args.json, echo=print)
+    except GatesError as error:
+        print(f"audit_source_freeze: error: {error.one_line()}", file=sys.stderr)
+        return exitcodes.ERROR
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,3 @@
+"""gates: evidence-gated governance for cross-framework training alignment."""
+
+__version__ = "0.1.0"

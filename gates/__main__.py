@@ -1,0 +1,3 @@
+from gates.cli import main
+
+main()

@@ -1,0 +1,49 @@
+"""Canonical JSON and content ids.
+
+Canonical form: keys sorted, no insignificant whitespace, UTF-8, no NaN or
+Infinity. A receipt's ``id`` is ``sha256:`` + the hex digest of the canonical
+form of the receipt without its ``id`` field.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from typing import Any
+
+
+class DuplicateKeyError(ValueError):
+    """A JSON object names the same key twice: its meaning is ambiguous."""
+
+
+def canonical_json(value: Any) -> bytes:
+    return json.dumps(
+        value, sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=False
+    ).encode("utf-8")
+
+
+def content_id(document: dict[str, Any]) -> str:
+    body = {key: value for key, value in document.items() if key != "id"}
+    return "sha256:" + hashlib.sha256(canonical_json(body)).hexdigest()
+
+
+def _reject_duplicates(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    result: dict[str, Any] = {}
+    for key, value in pairs:
+        if key in result:
+            raise DuplicateKeyError(f"duplicate key {key!r}")
+        result[key] = value
+    return result
+
+
+def _reject_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not valid JSON")
+
+
+def strict_loads(text: str | bytes) -> Any:
+    """Parse JSON refusing duplicate keys and the NaN/Infinity extensions."""
+    return json.loads(text, object_pairs_hook=_reject_duplicates, parse_constant=_reject_constant)
+
+
+def pretty_json(value: Any) -> str:
+    return json.dumps(value, sort_keys=True, indent=2, ensure_ascii=False, allow_nan=False) + "\n"

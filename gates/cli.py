@@ -1,0 +1,221 @@
+"""The `gates` command line: options -> a typed request -> one plain function per command.
+
+Every error becomes one line on stderr and exit 2; `--debug` adds the traceback.
+"""
+
+from __future__ import annotations
+
+import sys
+import traceback
+from pathlib import Path
+from typing import Any, NoReturn
+
+import click
+
+from gates import __version__, exitcodes
+from gates.commands import audit as audit_command
+from gates.commands import freeze as freeze_command
+from gates.commands import init as init_command
+from gates.commands import receipt as receipt_command
+from gates.errors import GatesError
+from gates.receipts.create import ReceiptRequest
+from gates.receipts.model import ArtifactKind, EvidenceClass, Framework
+from gates.reporters import REPORTERS
+from gates.workspace import Workspace, open_workspace
+
+_PROFILE_KEY_CHARS = set("abcdefghijklmnopqrstuvwxyz0123456789_")
+
+
+class State:
+    def __init__(self, directory: Path, debug: bool) -> None:
+        self.directory = directory
+        self.debug = debug
+
+    def workspace(self) -> Workspace:
+        return open_workspace(self.directory)
+
+
+def _echo(text: str) -> None:
+    click.echo(text)
+
+
+pass_state = click.make_pass_decorator(State)
+
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+@click.option(
+    "-C",
+    "directory",
+    type=click.Path(file_okay=False, path_type=Path),
+    default=".",
+    help="Run as if started in this folder (the workspace is found from there upwards).",
+)
+@click.option("--debug", is_flag=True, help="Show tracebacks for errors.")
+@click.version_option(__version__, prog_name="gates")
+@click.pass_context
+def cli(ctx: click.Context, directory: Path, debug: bool) -> None:
+    """Evidence-gated governance for cross-framework training alignment."""
+    ctx.obj = State(directory, debug)
+
+
+@cli.command()
+@click.option("--pin", metavar="REV", help="Pin the source freeze at this commit.")
+@click.option("--force", is_flag=True, help="Overwrite an existing gates.toml and contracts.")
+@pass_state
+def init(state: State, pin: str | None, force: bool) -> None:
+    """Write gates.toml and the default GLM-5.2 contract set."""
+    sys.exit(init_command.init(state.directory, pin=pin, force=force, echo=_echo))
+
+
+@cli.command()
+@click.option(
+    "--format", "output_format", type=click.Choice(sorted(REPORTERS)), default="text",
+    show_default=True,
+)
+@pass_state
+def audit(state: State, output_format: str) -> None:
+    """Evaluate every contract: exit 0 pass, 1 blocked, 2 error."""
+    sys.exit(audit_command.audit(state.workspace(), output_format=output_format, echo=_echo))
+
+
+@cli.group()
+def freeze() -> None:
+    """The source freeze: show the verdict, or move the pin."""
+
+
+_FORMAT = click.option(
+    "--format", "output_format", type=click.Choice(["text", "json"]), default="text",
+    show_default=True,
+)
+
+
+@freeze.command("show")
+@_FORMAT
+@pass_state
+def freeze_show(state: State, output_format: str) -> None:
+    """Print verdict=pass|blocked and one reason a line."""
+    code = freeze_command.show(state.workspace(), as_json=output_format == "json", echo=_echo)
+    sys.exit(code)
+
+
+@freeze.command("pin")
+@click.argument("rev")
+@pass_state
+def freeze_pin(state: State, rev: str) -> None:
+    """Set [freeze] pin to REV's commit, keeping the rest of gates.toml byte for byte."""
+    sys.exit(freeze_command.pin(state.workspace(), rev, echo=_echo))
+
+
+@cli.group()
+def receipt() -> None:
+    """Create, verify and show receipts."""
+
+
+def _parse_profile(pairs: tuple[str, ...]) -> dict[str, str]:
+    profile: dict[str, str] = {}
+    for pair in pairs:
+        key, sep, value = pair.partition("=")
+        if not sep or not key or not set(key) <= _PROFILE_KEY_CHARS or not key[0].isalpha():
+            raise click.BadParameter(
+                f"{pair!r}: expected KEY=VALUE with a lowercase key (e.g. tp=2)",
+                param_hint="--profile",
+            )
+        if key in profile:
+            raise click.BadParameter(f"{key} given twice", param_hint="--profile")
+        profile[key] = value
+    return profile
+
+
+@receipt.command("create")
+@click.option(
+    "--kind", required=True, type=click.Choice([k.value for k in ArtifactKind]),
+    help="The artifact kind of the subjects.",
+)
+@click.option(
+    "--subject", "subjects", multiple=True, required=True, metavar="PATH",
+    help="A workspace-relative artifact file (repeatable).",
+)
+@click.option("--framework", type=click.Choice([f.value for f in Framework]))
+@click.option("--profile", "profile", multiple=True, metavar="KEY=VALUE",
+              help="Parallel profile entry, e.g. tp=2 (repeatable).")
+@click.option(
+    "--class", "requested_class", type=click.Choice([c.value for c in EvidenceClass]),
+    default="formal", show_default=True,
+    help="formal is granted only while the source freeze passes; otherwise probe.",
+)
+@click.option("-o", "--output", metavar="PATH",
+              help="Workspace-relative receipt path (default: beside the first subject).")
+@click.option("--force", is_flag=True, help="Overwrite an existing receipt.")
+@pass_state
+def receipt_create(
+    state: State,
+    kind: str,
+    subjects: tuple[str, ...],
+    framework: str | None,
+    profile: tuple[str, ...],
+    requested_class: str,
+    output: str | None,
+    force: bool,
+) -> None:
+    """Bind artifact files to provenance and stamp them formal or probe."""
+    request = ReceiptRequest(
+        kind=ArtifactKind(kind),
+        subjects=subjects,
+        framework=Framework(framework) if framework else None,
+        profile=_parse_profile(profile),
+        requested_class=EvidenceClass(requested_class),
+        output=output,
+        overwrite=force,
+    )
+    sys.exit(receipt_command.create(state.workspace(), request, echo=_echo))
+
+
+@receipt.command("verify")
+@click.argument("paths", nargs=-1, required=True)
+@_FORMAT
+@pass_state
+def receipt_verify(state: State, paths: tuple[str, ...], output_format: str) -> None:
+    """Re-judge receipts as the audit would; exit 1 when any is rejected."""
+    code = receipt_command.verify(
+        state.workspace(), paths, cwd=Path.cwd(), as_json=output_format == "json", echo=_echo
+    )
+    sys.exit(code)
+
+
+@receipt.command("show")
+@click.argument("path")
+@_FORMAT
+@pass_state
+def receipt_show(state: State, path: str, output_format: str) -> None:
+    """Print one receipt."""
+    code = receipt_command.show(
+        state.workspace(), path, cwd=Path.cwd(), as_json=output_format == "json", echo=_echo
+    )
+    sys.exit(code)
+
+
+def _fail(message: str, code: int = exitcodes.ERROR) -> NoReturn:
+    click.echo(f"gates: error: {message}", err=True)
+    sys.exit(code)
+
+
+def main(argv: list[str] | None = None) -> Any:
+    """Entry point: run the CLI and map every failure to one line and an exit code."""
+    debug = "--debug" in (argv if argv is not None else sys.argv[1:])
+    try:
+        return cli.main(args=argv, prog_name="gates", standalone_mode=False)
+    except click.exceptions.Exit as done:
+        sys.exit(done.exit_code)
+    except click.ClickException as usage:
+        usage.show()
+        sys.exit(exitcodes.ERROR)
+    except click.Abort:
+        _fail("aborted")
+    except GatesError as error:
+        if debug:
+            traceback.print_exc()
+        _fail(error.one_line())
+    except Exception as error:  # noqa: BLE001  (the single handler for the unexpected)
+        if debug:
+            traceback.print_exc()
+        _fail(f"internal error: {type(error).__name__}: {error} (rerun with --debug for details)")

@@ -1,0 +1,87 @@
+"""`gates freeze show|pin` and `audit_source_freeze.py`."""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+from gates import exitcodes, git
+from gates.atomic import write_text_atomic
+from gates.commands import Echo
+from gates.config import parse_config
+from gates.errors import ConfigError
+from gates.freeze import FreezeReport, evaluate_freeze
+from gates.workspace import Workspace
+
+_TABLE_HEADER = re.compile(r"^\s*\[\s*([^\[\]]+?)\s*\]\s*(#.*)?$")
+_PIN_LINE = re.compile(r"""^(\s*pin\s*=\s*)("[^"\\\r\n]*"|'[^'\r\n]*')(.*)$""", re.DOTALL)
+
+
+def render_freeze(report: FreezeReport, *, as_json: bool) -> str:
+    """`verdict=...` then one `reason=...` line each, or the JSON object."""
+    if as_json:
+        return json.dumps(report.to_json(), indent=2, sort_keys=True)
+    lines = [f"verdict={report.verdict}"]
+    lines += [f"reason={message}" for message in report.messages()]
+    return "\n".join(lines)
+
+
+def show(workspace: Workspace, *, as_json: bool, echo: Echo) -> int:
+    report = evaluate_freeze(workspace.root, workspace.config)
+    echo(render_freeze(report, as_json=as_json))
+    return exitcodes.OK if report.verdict == "pass" else exitcodes.BLOCKED
+
+
+def resolve_commit(root: Path, rev: str) -> str:
+    if not rev or any(ch.isspace() for ch in rev):
+        raise ConfigError(f"{rev!r} is not a revision", hint="give a commit sha, tag or branch")
+    info = git.describe_objects(root, [f"{rev}^{{commit}}"])[0]
+    if info.sha is None:
+        raise ConfigError(
+            f"{rev} does not name a commit in this clone",
+            file=root,
+            hint="check the spelling, or fetch the commit first",
+        )
+    return info.sha
+
+
+def set_pin_text(text: str, sha: str) -> str:
+    """Rewrite only the value of ``[freeze] pin``; every other byte stays as it was."""
+    lines = text.splitlines(keepends=True)
+    section: str | None = None
+    header_at: int | None = None
+    for index, line in enumerate(lines):
+        header = _TABLE_HEADER.match(line)
+        if header:
+            section = header.group(1)
+            if section == "freeze":
+                header_at = index
+            continue
+        match = _PIN_LINE.match(line) if section == "freeze" else None
+        if match:
+            lines[index] = f'{match.group(1)}"{sha}"{match.group(3)}'
+            return "".join(lines)
+    newline = "\r\n" if text.endswith("\r\n") else "\n"
+    if header_at is not None:
+        lines.insert(header_at + 1, f'pin = "{sha}"{newline}')
+        return "".join(lines)
+    separator = "" if not text or text.endswith("\n") else newline
+    return f"{text}{separator}{newline if text else ''}[freeze]{newline}pin = \"{sha}\"{newline}"
+
+
+def pin(workspace: Workspace, rev: str, *, echo: Echo) -> int:
+    sha = resolve_commit(workspace.root, rev)
+    path = workspace.config_path
+    old_text = path.read_bytes().decode("utf-8")
+    new_text = set_pin_text(old_text, sha)
+    if parse_config(new_text, source=path).freeze.pin != sha:
+        raise ConfigError(
+            "could not rewrite [freeze] pin in place (unusual layout?)",
+            file=path,
+            hint=f'set pin = "{sha}" under [freeze] by hand',
+        )
+    if new_text != old_text:
+        write_text_atomic(path, new_text)
+    echo(f"pin={sha}")
+    return exitcodes.OK

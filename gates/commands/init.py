@@ -1,0 +1,77 @@
+"""`gates init`: write gates.toml and copy the default GLM-5.2 contract set."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+from gates import exitcodes
+from gates.atomic import write_text_atomic
+from gates.commands import Echo
+from gates.commands.freeze import resolve_commit
+from gates.config import CONFIG_NAME, DEFAULT_EVIDENCE_LOCATIONS, parse_config
+from gates.errors import ConfigError
+from gates.resources import contracts_dir
+
+TEMPLATE = """\
+# gates.toml: the workspace configuration of `gates` (docs/configuration.md).
+
+[freeze]
+# The source-freeze commit. `gates freeze pin REV` rewrites only this value.
+pin = "{pin}"
+# true: HEAD must be the pin itself, not only a commit with the same source tree.
+strict = false
+# Narrow the source tree to these paths (empty: the whole repository).
+paths = []
+# More governance paths, left out of the source tree besides the ones below.
+exclude = []
+
+[evidence]
+# Where runs leave artifacts and receipts. Governance paths: writing evidence
+# here never dirties the source tree.
+locations = [{locations}]
+
+[contracts]
+dir = "contracts"
+"""
+
+
+def render_config(pin: str) -> str:
+    locations = ", ".join(f'"{location}"' for location in DEFAULT_EVIDENCE_LOCATIONS)
+    return TEMPLATE.format(pin=pin, locations=locations)
+
+
+def init(root: Path, *, pin: str | None, force: bool, echo: Echo) -> int:
+    root = root.resolve()
+    if not (root / ".git").exists():
+        raise ConfigError(
+            "not the root of a git repository", file=root, hint="run `git init` or cd to the root"
+        )
+    config_path = root / CONFIG_NAME
+    if config_path.exists() and not force:
+        raise ConfigError("already exists", file=config_path, hint="pass --force to overwrite")
+    sha = resolve_commit(root, pin) if pin else ""
+    text = render_config(sha)
+    parse_config(text, source=config_path)
+    target = root / "contracts"
+    copied = _copy_contracts(target, force=force)
+    write_text_atomic(config_path, text)
+    echo(f"wrote {CONFIG_NAME} (pin={sha or 'unset'}) and {copied} contract(s) in contracts/")
+    if not sha:
+        echo("next: `gates freeze pin <commit>` to set the source freeze")
+    return exitcodes.OK
+
+
+def _copy_contracts(target: Path, *, force: bool) -> int:
+    sources = sorted(contracts_dir().glob("*.toml"))
+    clashes = [s.name for s in sources if (target / s.name).exists()]
+    if clashes and not force:
+        raise ConfigError(
+            f"contract files already exist: {', '.join(clashes)}",
+            file=target,
+            hint="pass --force to overwrite them",
+        )
+    target.mkdir(parents=True, exist_ok=True)
+    for source in sources:
+        shutil.copyfile(source, target / source.name)
+    return len(sources)

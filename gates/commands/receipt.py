@@ -1,0 +1,91 @@
+"""`gates receipt create|verify|show`."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from gates import exitcodes
+from gates.canonical import pretty_json
+from gates.commands import Echo
+from gates.contracts.loader import load_contracts
+from gates.engine import judging_context
+from gates.errors import ReceiptError
+from gates.freeze import evaluate_freeze
+from gates.hashing import StatCache
+from gates.paths import to_workspace_relpath
+from gates.receipts.create import ReceiptRequest, create_receipt
+from gates.receipts.verify import Judgement, Rejected, Status, judge, read_receipt
+from gates.reporters.json_report import receipt_entry
+from gates.workspace import Workspace
+
+
+def create(workspace: Workspace, request: ReceiptRequest, *, echo: Echo) -> int:
+    cache = StatCache(workspace.cache_dir / "stat-cache.json")
+    receipt, path = create_receipt(workspace, request, cache=cache)
+    cache.save()
+    relpath = path.relative_to(workspace.root).as_posix()
+    echo(
+        f"{relpath}: {receipt.evidence_class.value}/{receipt.formal_weight} {receipt.id}"
+        + "".join(f"\n  probe because: {reason}" for reason in receipt.stamp_reasons)
+    )
+    return exitcodes.OK
+
+
+def _relpaths(workspace: Workspace, given: tuple[str, ...], cwd: Path) -> list[str]:
+    return [to_workspace_relpath(workspace.root, path, cwd) for path in given]
+
+
+def verify(
+    workspace: Workspace, paths: tuple[str, ...], *, cwd: Path, as_json: bool, echo: Echo
+) -> int:
+    """Re-judge the given receipts exactly as `gates audit` would; exit 1 if any is rejected."""
+    relpaths = _relpaths(workspace, paths, cwd)
+    freeze = evaluate_freeze(workspace.root, workspace.config)
+    loaded, _ = load_contracts(workspace.contracts_dir)
+    context = judging_context(workspace, freeze, loaded)
+    judgements = [judge(context, relpath) for relpath in relpaths]
+    context.cache.save()
+    echo(_render_verdicts(judgements, as_json=as_json))
+    rejected = any(j.status is Status.REJECTED for j in judgements)
+    return exitcodes.BLOCKED if rejected else exitcodes.OK
+
+
+def _render_verdicts(judgements: list[Judgement], *, as_json: bool) -> str:
+    if as_json:
+        return json.dumps([receipt_entry(j) for j in judgements], indent=2)
+    return "\n".join(f"{j.path}: {j.status.value} ({j.reason})" for j in judgements)
+
+
+def show(workspace: Workspace, path: str, *, cwd: Path, as_json: bool, echo: Echo) -> int:
+    """Print one receipt; a receipt that cannot be read is an error naming the reason."""
+    relpath = _relpaths(workspace, (path,), cwd)[0]
+    try:
+        receipt = read_receipt(workspace.root, relpath)
+    except Rejected as exc:
+        raise ReceiptError(str(exc), file=relpath) from None
+    document = receipt.model_dump(mode="json", by_alias=True)
+    if as_json:
+        echo(pretty_json(document).rstrip())
+        return exitcodes.OK
+    provenance = receipt.provenance
+    lines = [
+        f"receipt   {relpath}",
+        f"id        {receipt.id}",
+        f"kind      {receipt.kind.value}  framework {receipt.framework or '-'}",
+        f"stamp     {receipt.evidence_class.value}/{receipt.formal_weight}",
+        *(f"  because {reason}" for reason in receipt.stamp_reasons),
+        f"created   {receipt.created_at}  by {provenance.tool}",
+        f"git head  {provenance.git_head or '-'}  pin {provenance.pin or '-'}"
+        f"  dirty {str(provenance.dirty).lower()}  freeze {provenance.freeze_verdict}",
+        f"profile   {_profile_text(provenance.profile)}",
+        "subjects",
+        *(f"  {s.path}  {s.size} bytes  sha256:{s.sha256}" for s in receipt.subjects),
+    ]
+    echo("\n".join(lines))
+    return exitcodes.OK
+
+
+def _profile_text(profile: dict[str, str]) -> str:
+    return " ".join(f"{key}={value}" for key, value in sorted(profile.items())) or "-"
+

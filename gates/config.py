@@ -1,0 +1,113 @@
+"""gates.toml: the workspace configuration, validated at load time."""
+
+from __future__ import annotations
+
+import tomllib
+from pathlib import Path
+from typing import Annotated
+
+from pydantic import BaseModel, ConfigDict, Field, StrictBool, StringConstraints, ValidationError
+
+from gates.errors import ConfigError, UnsafePathError
+from gates.paths import check_relpath
+
+CONFIG_NAME = "gates.toml"
+DEFAULT_EVIDENCE_LOCATIONS = ("results", "experiments", "outputs", ".gates")
+
+RelPath = Annotated[str, StringConstraints(min_length=1)]
+
+
+class _Strict(BaseModel):
+    # Lax mode only so TOML arrays become tuples; scalars use Strict* types, and
+    # pydantic v2 never turns numbers into strings.
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class FreezeConfig(_Strict):
+    """``[freeze]``: the pin and what counts as the source tree."""
+
+    pin: Annotated[str, StringConstraints(pattern=r"^[^\s]*$")] = Field(
+        default="", description="the source-freeze commit (full sha or any revision)"
+    )
+    strict: StrictBool = Field(default=False, description="require HEAD == pin, not only equal trees")
+    paths: tuple[RelPath, ...] = Field(
+        default=(), description="narrow the source tree to these folders or files"
+    )
+    exclude: tuple[RelPath, ...] = Field(
+        default=(), description="more governance paths, left out of the source tree"
+    )
+
+
+class EvidenceConfig(_Strict):
+    """``[evidence]``: where receipts and results live (all governance paths)."""
+
+    locations: tuple[RelPath, ...] = DEFAULT_EVIDENCE_LOCATIONS
+
+
+class ContractsConfig(_Strict):
+    """``[contracts]``: the folder of contract files."""
+
+    dir: RelPath = "contracts"
+
+
+class GatesConfig(_Strict):
+    """The whole of gates.toml."""
+
+    freeze: FreezeConfig = FreezeConfig()
+    evidence: EvidenceConfig = EvidenceConfig()
+    contracts: ContractsConfig = ContractsConfig()
+
+    def governance_paths(self) -> tuple[str, ...]:
+        """Paths that are never part of the source tree."""
+        return (
+            CONFIG_NAME,
+            self.contracts.dir,
+            *self.evidence.locations,
+            *self.freeze.exclude,
+        )
+
+
+def _field_path(location: tuple[int | str, ...]) -> str:
+    return ".".join(str(part) for part in location)
+
+
+def parse_config(text: str, *, source: Path) -> GatesConfig:
+    """Parse and validate gates.toml text; errors name the file and the key."""
+    try:
+        raw = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:
+        raise ConfigError(f"not valid TOML: {exc}", file=source) from None
+    try:
+        config = GatesConfig.model_validate(raw)
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        key = _field_path(first["loc"])
+        if first["type"] == "extra_forbidden":
+            message = f"unknown key '{key}'"
+        else:
+            message = f"key '{key}': {first['msg']} (found {first.get('input')!r})"
+        raise ConfigError(message, file=source, hint="see docs/configuration.md") from None
+    for key, value in _declared_paths(config):
+        try:
+            check_relpath(value, what=key)
+        except UnsafePathError as exc:
+            raise ConfigError(exc.message, file=source, hint=exc.hint) from None
+    return config
+
+
+def _declared_paths(config: GatesConfig) -> list[tuple[str, str]]:
+    pairs = [("contracts.dir", config.contracts.dir)]
+    pairs += [("evidence.locations", p) for p in config.evidence.locations]
+    pairs += [("freeze.paths", p) for p in config.freeze.paths]
+    pairs += [("freeze.exclude", p) for p in config.freeze.exclude]
+    return pairs
+
+
+def load_config(path: Path) -> GatesConfig:
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise ConfigError("not found", file=path, hint="run `gates init`") from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ConfigError(f"cannot read: {exc}", file=path) from None
+    return parse_config(text, source=path)

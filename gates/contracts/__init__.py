@@ -1,0 +1,1 @@
+"""Contracts: declarative TOML files, each judged by one built-in evaluator."""

@@ -1,0 +1,62 @@
+"""Reading contract files from the workspace's contracts folder."""
+
+from __future__ import annotations
+
+import tomllib
+from dataclasses import dataclass
+from pathlib import Path
+
+from pydantic import ValidationError
+
+from gates.contracts.model import ContractSpec
+
+CONTRACT_GLOB = "*.toml"
+
+
+@dataclass(frozen=True)
+class ContractFileError:
+    """A contract file that could not be read; it blocks the verdict."""
+
+    source: Path
+    message: str
+
+
+def load_contract(path: Path) -> ContractSpec:
+    """Parse one contract file; raise ValueError with `key: problem` on bad content."""
+    try:
+        raw = tomllib.loads(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ValueError(f"cannot read: {exc}") from None
+    except tomllib.TOMLDecodeError as exc:
+        raise ValueError(f"not valid TOML: {exc}") from None
+    try:
+        return ContractSpec.model_validate(raw)
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        key = ".".join(str(part) for part in first["loc"]) or "(file)"
+        problem = "unknown key" if first["type"] == "extra_forbidden" else first["msg"]
+        raise ValueError(f"key '{key}': {problem}") from None
+
+
+def load_contracts(folder: Path) -> tuple[list[tuple[Path, ContractSpec]], list[ContractFileError]]:
+    """Every contract in ``folder`` (sorted by file name), plus the files that failed."""
+    if not folder.is_dir():
+        return [], [ContractFileError(folder, "contracts folder not found; run `gates init`")]
+    loaded: list[tuple[Path, ContractSpec]] = []
+    errors: list[ContractFileError] = []
+    seen: dict[str, Path] = {}
+    for path in sorted(folder.glob(CONTRACT_GLOB)):
+        if path.is_symlink():
+            errors.append(ContractFileError(path, "contract file is a symlink"))
+            continue
+        try:
+            spec = load_contract(path)
+        except ValueError as exc:
+            errors.append(ContractFileError(path, str(exc)))
+            continue
+        if spec.id in seen:
+            errors.append(ContractFileError(path, f"contract id {spec.id} is also in {seen[spec.id]}"))
+            continue
+        seen[spec.id] = path
+        loaded.append((path, spec))
+    return loaded, errors

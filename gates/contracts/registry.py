@@ -1,0 +1,18 @@
+"""Evaluator registry: the `check` name of a contract file -> the function that judges it."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from gates.contracts import source_freeze
+from gates.contracts.model import Criterion, EvaluationContext
+
+Evaluator = Callable[[EvaluationContext, dict[str, Any]], list[Criterion]]
+
+EVALUATORS: dict[str, Evaluator] = {
+    source_freeze.CHECK: source_freeze.evaluate,
+}
+
+#: The check whose contract decides whether any receipt may count (DESIGN.md).
+FREEZE_CHECK = source_freeze.CHECK

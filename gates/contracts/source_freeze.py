@@ -1,0 +1,28 @@
+"""Check `source_freeze`: the contract form of `audit_source_freeze.py`."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from gates.contracts.model import Criterion, EvaluationContext, EvaluationError
+from gates.freeze import CRITERIA
+
+CHECK = "source_freeze"
+
+_MET = {
+    "pin_resolves": "the pin and HEAD are commits in this clone",
+    "source_tree_equals_pin": "HEAD's source tree is the pin's",
+    "worktree_clean": "no staged, unstaged or untracked change inside the source tree",
+    "worktree_stable": "two reads of the worktree state agree",
+}
+
+
+def evaluate(context: EvaluationContext, params: dict[str, Any]) -> list[Criterion]:
+    """One criterion per freeze concern; an unmet one carries the freeze reasons."""
+    if params:
+        raise EvaluationError(f"takes no params, got {sorted(params)}")
+    criteria = []
+    for name, codes in CRITERIA.items():
+        messages = [r.message for r in context.freeze.reasons if r.code in codes]
+        criteria.append(Criterion(name, not messages, "; ".join(messages) or _MET[name]))
+    return criteria

@@ -1,0 +1,225 @@
+"""The audit: judge the freeze, re-judge every receipt, evaluate every contract, decide.
+
+Fail closed: the verdict is `pass` only when at least one contract exists,
+every blocking contract is discharged, no contract file failed to load and
+no receipt was rejected.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Literal
+
+from gates.contracts.loader import ContractFileError, load_contracts
+from gates.contracts.model import (
+    ContractResult,
+    ContractSpec,
+    Criterion,
+    DischargeStatus,
+    EvaluationContext,
+    EvaluationError,
+    Evidence,
+    discharge_status,
+)
+from gates.contracts.registry import EVALUATORS, FREEZE_CHECK
+from gates.freeze import FreezeReport, evaluate_freeze
+from gates.hashing import StatCache
+from gates.receipts.model import RECEIPT_SUFFIX, Receipt
+from gates.receipts.verify import Judgement, JudgingContext, Status, judge
+from gates.workspace import Workspace
+
+RESULTS_CHECK = "results_schema_and_provenance"
+
+
+@dataclass(frozen=True)
+class AuditResult:
+    verdict: Literal["pass", "blocked"]
+    blockers: tuple[str, ...]
+    freeze: FreezeReport
+    contracts: tuple[ContractResult, ...]
+    receipts: tuple[Judgement, ...]
+    formal_alignment_steps: int
+    required_steps: int
+    configuration_errors: tuple[str, ...]
+
+
+def discover_receipts(root: Path, locations: tuple[str, ...]) -> tuple[list[str], list[Judgement]]:
+    """Workspace paths of every `*.receipt.json` under the evidence locations, sorted.
+
+    Symlinked folders are not followed: each is returned as a rejected entry.
+    Symlinked receipt files are listed, so that judging rejects them by name.
+    """
+    found: list[str] = []
+    refused: list[Judgement] = []
+    for location in locations:
+        base = root / location
+        if os.path.islink(base):
+            refused.append(_refused(location, "evidence location is a symlink: not followed"))
+            continue
+        for folder, dirnames, filenames in os.walk(base):
+            rel_folder = Path(folder).relative_to(root).as_posix()
+            for name in dirnames:
+                if os.path.islink(os.path.join(folder, name)):
+                    refused.append(_refused(f"{rel_folder}/{name}", "symlinked folder: not followed"))
+            found += [
+                f"{rel_folder}/{name}"
+                for name in (*filenames, *dirnames)
+                if name.endswith(RECEIPT_SUFFIX)
+            ]
+    return sorted(found), refused
+
+
+def _refused(path: str, reason: str) -> Judgement:
+    return Judgement(path, None, Status.REJECTED, reason)
+
+
+def judging_context(
+    workspace: Workspace, freeze: FreezeReport, loaded: list[tuple[Path, ContractSpec]]
+) -> JudgingContext:
+    """What receipts are judged against now: the freeze contract's status and the pin's tree."""
+    bare = EvaluationContext(workspace, freeze, ())
+    cache = StatCache(workspace.cache_dir / "stat-cache.json")
+    return JudgingContext(
+        workspace.root, cache, _freeze_discharged(loaded, bare), freeze.pin_source_tree
+    )
+
+
+def judge_receipts(workspace: Workspace, context: JudgingContext) -> tuple[Judgement, ...]:
+    """Every receipt under the evidence locations, re-judged now, sorted by path."""
+    paths, judgements = discover_receipts(workspace.root, workspace.config.evidence.locations)
+    judgements += [judge(context, path) for path in paths]
+    context.cache.save()
+    return tuple(sorted(judgements, key=lambda j: j.path))
+
+
+def _normalize(value: str | int | bool) -> str:
+    return str(value).lower() if isinstance(value, bool) else str(value)
+
+
+def profile_mismatch(required: dict[str, str | int | bool], receipt: Receipt) -> str:
+    """Empty when the receipt's parallel profile satisfies the contract, else why not."""
+    have = receipt.provenance.profile
+    problems = []
+    for key, value in sorted(required.items()):
+        want = _normalize(value)
+        if key not in have:
+            problems.append(f"{key} missing (contract requires {key}={want})")
+        elif have[key].lower() != want.lower():
+            problems.append(f"{key}={have[key]} (contract requires {key}={want})")
+    return "; ".join(problems)
+
+
+def contract_evidence(spec: ContractSpec, receipts: tuple[Judgement, ...]) -> tuple[Evidence, ...]:
+    """The receipts of the kinds a contract looks at, each saying whether it counts for it."""
+    evidence = []
+    for judgement in receipts:
+        receipt = judgement.receipt
+        if receipt is None or receipt.kind not in spec.evidence_kinds:
+            continue
+        mismatch = profile_mismatch(spec.profile, receipt)
+        if mismatch:
+            evidence.append(Evidence(judgement, False, f"counts 0: other profile: {mismatch}"))
+        else:
+            evidence.append(Evidence(judgement, judgement.status is Status.FORMAL, judgement.reason))
+    return tuple(evidence)
+
+
+def evaluate_contract(
+    path: Path, spec: ContractSpec, context: EvaluationContext
+) -> ContractResult:
+    """Run one evaluator; an unknown check or an evaluator failure is status `error`."""
+    evaluator = EVALUATORS.get(spec.check)
+    evidence = contract_evidence(spec, context.receipts)
+    if evaluator is None:
+        known = ", ".join(sorted(EVALUATORS))
+        detail = f"no evaluator named '{spec.check}' in this version of gates (known: {known})"
+        return _error_result(path, spec, "evaluator_available", detail, evidence)
+    try:
+        criteria = tuple(evaluator(_with_evidence(context, evidence), spec.params))
+    except EvaluationError as exc:
+        return _error_result(path, spec, "evaluated", f"could not evaluate: {exc}", evidence)
+    return ContractResult(spec, path, discharge_status(criteria), criteria, evidence)
+
+
+def _with_evidence(context: EvaluationContext, evidence: tuple[Evidence, ...]) -> EvaluationContext:
+    return EvaluationContext(context.workspace, context.freeze, context.receipts, evidence)
+
+
+def _error_result(
+    path: Path, spec: ContractSpec, name: str, detail: str, evidence: tuple[Evidence, ...] = ()
+) -> ContractResult:
+    criteria = (Criterion(name, False, detail),)
+    return ContractResult(spec, path, DischargeStatus.ERROR, criteria, evidence)
+
+
+def _broken_file_result(error: ContractFileError, root: Path) -> ContractResult:
+    relpath = error.source.relative_to(root).as_posix() if error.source.is_relative_to(root) else str(error.source)
+    spec = ContractSpec.model_construct(
+        id=relpath,
+        title="unreadable contract file",
+        check="",
+        blocking=True,
+        discharge=f"fix {relpath}",
+        remediation=(),
+        evidence_kinds=(),
+        profile={},
+        params={},
+    )
+    return _error_result(error.source, spec, "contract_file_valid", f"{relpath}: {error.message}")
+
+
+def _freeze_discharged(loaded: list[tuple[Path, ContractSpec]], context: EvaluationContext) -> bool:
+    freeze_specs = [(p, s) for p, s in loaded if s.check == FREEZE_CHECK]
+    if not freeze_specs:
+        return False
+    return all(
+        evaluate_contract(p, s, context).status is DischargeStatus.DISCHARGED
+        for p, s in freeze_specs
+    )
+
+
+def run_audit(
+    workspace: Workspace, *, between_reads: Callable[[], None] | None = None
+) -> AuditResult:
+    freeze = evaluate_freeze(workspace.root, workspace.config, between_reads=between_reads)
+    loaded, file_errors = load_contracts(workspace.contracts_dir)
+    receipts = judge_receipts(workspace, judging_context(workspace, freeze, loaded))
+    context = EvaluationContext(workspace, freeze, receipts)
+    results = [evaluate_contract(path, spec, context) for path, spec in loaded]
+    results += [_broken_file_result(error, workspace.root) for error in file_errors]
+    blockers = _blockers(results, receipts)
+    return AuditResult(
+        verdict="blocked" if blockers else "pass",
+        blockers=tuple(blockers),
+        freeze=freeze,
+        contracts=tuple(results),
+        receipts=receipts,
+        formal_alignment_steps=0,
+        required_steps=_required_steps(loaded),
+        configuration_errors=tuple(f"{e.source}: {e.message}" for e in file_errors),
+    )
+
+
+def _required_steps(loaded: list[tuple[Path, ContractSpec]]) -> int:
+    for _, spec in loaded:
+        value = spec.params.get("required_steps")
+        if spec.check == RESULTS_CHECK and isinstance(value, int) and not isinstance(value, bool):
+            return value
+    return 0
+
+
+def _blockers(results: list[ContractResult], receipts: tuple[Judgement, ...]) -> list[str]:
+    blockers = [
+        f"{r.spec.id} is {r.status.value}"
+        for r in results
+        if r.spec.blocking and r.status is not DischargeStatus.DISCHARGED
+    ]
+    if not any(r.spec.blocking for r in results):
+        blockers.append("no blocking contract is configured; an empty contract set never passes")
+    rejected = [j.path for j in receipts if j.status is Status.REJECTED]
+    if rejected:
+        blockers.append(f"{len(rejected)} receipt(s) rejected: {', '.join(rejected[:5])}")
+    return blockers

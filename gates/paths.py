@@ -1,0 +1,76 @@
+"""Workspace-relative paths: POSIX, relative, no ``..``, never through a symlink."""
+
+from __future__ import annotations
+
+import os
+import stat
+from pathlib import Path, PurePosixPath
+
+from gates.errors import UnsafePathError
+
+
+def check_relpath(raw: str, *, what: str = "path") -> PurePosixPath:
+    """Validate the spelling of a workspace-relative path; raise UnsafePathError if unsafe."""
+    if not raw or "\x00" in raw:
+        raise UnsafePathError(f"{what} {raw!r} is empty or contains NUL")
+    if "\\" in raw:
+        raise UnsafePathError(
+            f"{what} {raw!r} contains a backslash", hint="write workspace paths in POSIX form"
+        )
+    path = PurePosixPath(raw)
+    if path.is_absolute():
+        raise UnsafePathError(
+            f"{what} {raw!r} is absolute",
+            hint="give the path relative to the workspace root",
+        )
+    if any(part in ("..", ".") for part in raw.split("/")) or "" in raw.split("/"):
+        raise UnsafePathError(
+            f"{what} {raw!r} is not a normalized workspace path (no '..', '.' or '//')",
+            hint="give the path relative to the workspace root, inside it",
+        )
+    return path
+
+
+def resolve_inside(root: Path, raw: str, *, what: str = "path") -> Path:
+    """Map a workspace-relative path to a real file path, refusing symlinks on the way.
+
+    Every component is checked with lstat, so neither the file nor any folder
+    above it may be a symlink; the result is therefore inside ``root``.
+    """
+    rel = check_relpath(raw, what=what)
+    current = root
+    for part in rel.parts:
+        current = current / part
+        try:
+            mode = os.lstat(current).st_mode
+        except FileNotFoundError:
+            return root.joinpath(*rel.parts)
+        if stat.S_ISLNK(mode):
+            raise UnsafePathError(
+                f"{what} {raw!r} goes through a symlink ({current.relative_to(root).as_posix()})",
+                hint="evidence must be a regular file inside the workspace, not a link",
+            )
+    return current
+
+
+def to_workspace_relpath(root: Path, given: str, cwd: Path) -> str:
+    """Turn a path typed by a user (relative to cwd, or absolute) into a workspace path.
+
+    Only lexical: the caller still resolves it with :func:`resolve_inside`.
+    """
+    candidate = Path(given)
+    if not candidate.is_absolute():
+        candidate = cwd / candidate
+    normalized = Path(os.path.normpath(candidate))
+    try:
+        return normalized.relative_to(root).as_posix()
+    except ValueError:
+        raise UnsafePathError(
+            f"path {given!r} is outside the workspace {root}",
+            hint="evidence must live inside the workspace",
+        ) from None
+
+
+def is_under(path: str, prefixes: list[str] | tuple[str, ...]) -> bool:
+    """True when workspace path ``path`` equals one of ``prefixes`` or lies below one."""
+    return any(path == prefix or path.startswith(prefix + "/") for prefix in prefixes)

@@ -1,0 +1,1 @@
+"""Receipts: artifact files bound by digest to provenance and an evidence stamp."""

@@ -1,0 +1,160 @@
+"""Creating receipts: hash the subjects, judge the freeze, stamp, write atomically."""
+
+from __future__ import annotations
+
+import os
+import re
+import stat
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path, PurePosixPath
+
+from gates import __version__
+from gates.atomic import write_text_atomic
+from gates.canonical import content_id, pretty_json
+from gates.errors import ReceiptError, UnsafePathError
+from gates.freeze import FreezeReport, Reason, evaluate_freeze
+from gates.hashing import StatCache
+from gates.paths import is_under, resolve_inside
+from gates.receipts.model import (
+    RECEIPT_SUFFIX,
+    RECEIPT_VERSION,
+    ArtifactKind,
+    EvidenceClass,
+    Framework,
+    Receipt,
+)
+from gates.receipts.verify import Rejected, parse_receipt
+from gates.workspace import Workspace
+
+_COMMIT = re.compile(r"[0-9a-f]{40}([0-9a-f]{24})?")
+_DIRTY = {Reason.STAGED, Reason.UNSTAGED, Reason.UNTRACKED, Reason.UNMERGED, Reason.SUBMODULE}
+
+
+@dataclass(frozen=True)
+class ReceiptRequest:
+    """What to bind: workspace-relative subject paths plus the provenance a caller knows."""
+
+    kind: ArtifactKind
+    subjects: tuple[str, ...]
+    framework: Framework | None = None
+    profile: dict[str, str] = field(default_factory=dict)
+    requested_class: EvidenceClass = EvidenceClass.FORMAL
+    command: tuple[str, ...] | None = None
+    environment: dict[str, str] = field(default_factory=dict)
+    inputs: tuple[str, ...] = ()
+    output: str | None = None
+    overwrite: bool = False
+
+
+def default_output(first_subject: str) -> str:
+    """`results/paddle/loss.json` -> `results/paddle/loss.receipt.json`."""
+    path = PurePosixPath(first_subject)
+    return str(path.with_name(path.name.removesuffix(path.suffix) + RECEIPT_SUFFIX))
+
+
+def _subject_path(root: Path, relpath: str) -> tuple[Path, os.stat_result]:
+    try:
+        path = resolve_inside(root, relpath, what="subject")
+        info = os.lstat(path)
+    except FileNotFoundError:
+        raise ReceiptError(f"subject {relpath} does not exist", file=root / relpath) from None
+    if not stat.S_ISREG(info.st_mode):
+        raise ReceiptError(f"subject {relpath} is not a regular file", file=root / relpath)
+    return path, info
+
+
+def _output_path(workspace: Workspace, request: ReceiptRequest) -> tuple[str, Path]:
+    relpath = request.output or default_output(request.subjects[0])
+    locations = workspace.config.evidence.locations
+    if not relpath.endswith(RECEIPT_SUFFIX):
+        raise ReceiptError(f"receipt path {relpath} must end in {RECEIPT_SUFFIX}")
+    if not is_under(relpath, locations):
+        raise ReceiptError(
+            f"receipt path {relpath} is outside the evidence locations",
+            hint=f"write it under one of: {', '.join(locations)} (gates.toml [evidence])",
+        )
+    path = resolve_inside(workspace.root, relpath, what="receipt path")
+    if os.path.lexists(path) and not request.overwrite:
+        raise ReceiptError(
+            "receipt already exists; refusing to overwrite", file=path, hint="pass --force"
+        )
+    return relpath, path
+
+
+def _stamp(
+    requested: EvidenceClass, before: FreezeReport, after: FreezeReport
+) -> tuple[EvidenceClass, list[str]]:
+    reasons: list[str] = []
+    if requested is EvidenceClass.PROBE:
+        reasons.append("probe requested")
+    reasons += [f"freeze blocked at creation: {message}" for message in before.messages()]
+    if after.verdict != before.verdict or after.head != before.head:
+        reasons.append("the source freeze changed while the receipt was being made")
+    return (EvidenceClass.PROBE if reasons else EvidenceClass.FORMAL), reasons
+
+
+def create_receipt(
+    workspace: Workspace,
+    request: ReceiptRequest,
+    *,
+    cache: StatCache | None = None,
+    during: Callable[[], None] | None = None,
+) -> tuple[Receipt, Path]:
+    """Hash the subjects, stamp them formal only under a passing freeze, write the receipt.
+
+    The freeze is judged before and after hashing (``during`` runs between, as
+    the run does in `gates run`); any change between the two gives a probe.
+    """
+    root = workspace.root
+    if not request.subjects:
+        raise ReceiptError("a receipt needs at least one subject", hint="pass --subject PATH")
+    if len(set(request.subjects)) != len(request.subjects):
+        raise ReceiptError("a subject is listed twice")
+    try:
+        relpath, out_path = _output_path(workspace, request)
+        located = [(rel, *_subject_path(root, rel)) for rel in request.subjects]
+    except UnsafePathError as exc:
+        raise ReceiptError(exc.message, hint=exc.hint) from None
+    cache = cache or StatCache(None)
+    before = evaluate_freeze(root, workspace.config)
+    if during is not None:
+        during()
+    subjects = [
+        {"path": rel, "size": info.st_size, "sha256": cache.digest(rel, path, info).sha256}
+        for rel, path, info in located
+    ]
+    after = evaluate_freeze(root, workspace.config)
+    evidence_class, reasons = _stamp(request.requested_class, before, after)
+    dirty = any(reason.code in _DIRTY for reason in before.reasons)
+    document: dict[str, object] = {
+        "receiptVersion": RECEIPT_VERSION,
+        "kind": request.kind.value,
+        "framework": request.framework.value if request.framework else None,
+        "createdAt": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+        "subjects": subjects,
+        "provenance": {
+            "gitHead": before.head,
+            "pin": before.pin if before.pin and _COMMIT.fullmatch(before.pin) else None,
+            "dirty": dirty,
+            "freezeVerdict": before.verdict,
+            "freezeReasons": before.messages(),
+            "sourceTree": None if dirty else before.head_source_tree,
+            "command": list(request.command) if request.command is not None else None,
+            "environment": dict(request.environment),
+            "profile": dict(request.profile),
+            "inputs": list(request.inputs),
+            "tool": f"gates {__version__}",
+        },
+        "evidenceClass": evidence_class.value,
+        "formalWeight": 1 if evidence_class is EvidenceClass.FORMAL else 0,
+        "stampReasons": reasons,
+    }
+    document["id"] = content_id(document)
+    try:
+        receipt = parse_receipt(document)
+    except Rejected as exc:
+        raise ReceiptError(f"refusing to write an invalid receipt: {exc}") from None
+    write_text_atomic(out_path, pretty_json(document))
+    return receipt, out_path

@@ -1,0 +1,110 @@
+"""The receipt envelope as a pydantic model (receipts/schemas/receipt.schema.json mirrors it)."""
+
+from __future__ import annotations
+
+from enum import StrEnum
+from typing import Annotated, Literal
+
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    StrictBool,
+    StrictInt,
+    StringConstraints,
+    model_validator,
+)
+from pydantic.alias_generators import to_camel
+
+RECEIPT_VERSION = "gates.receipt/v1"
+RECEIPT_SUFFIX = ".receipt.json"
+
+Sha256Hex = Annotated[str, StringConstraints(pattern=r"^[0-9a-f]{64}$")]
+ReceiptId = Annotated[str, StringConstraints(pattern=r"^sha256:[0-9a-f]{64}$")]
+CommitSha = Annotated[str, StringConstraints(pattern=r"^[0-9a-f]{40}([0-9a-f]{24})?$")]
+ProfileKey = Annotated[str, StringConstraints(pattern=r"^[a-z][a-z0-9_]*$")]
+
+
+class ArtifactKind(StrEnum):
+    MANIFEST = "manifest"
+    ENV = "env"
+    LOSS = "loss"
+    RAW_LOSS = "raw_loss"
+    CHECKPOINT = "checkpoint"
+    LOSS_CHECK = "loss_check"
+    CHECKPOINT_CHECK = "checkpoint_check"
+    STRUCTURE_PARITY = "structure_parity"
+
+
+class Framework(StrEnum):
+    TORCH = "torch"
+    PADDLE = "paddle"
+
+
+class EvidenceClass(StrEnum):
+    FORMAL = "formal"
+    PROBE = "probe"
+
+
+class _Envelope(BaseModel):
+    # Not strict=True: strict mode would refuse JSON strings for enums and lists
+    # for tuples. Receipts read from disk pass the JSON Schema (strict on types)
+    # first, and the scalar fields below use Strict* types.
+    model_config = ConfigDict(
+        extra="forbid",
+        frozen=True,
+        alias_generator=to_camel,
+        populate_by_name=True,
+    )
+
+
+class Subject(_Envelope):
+    """One artifact file: its workspace-relative path, sha256 and size in bytes."""
+
+    path: Annotated[str, StringConstraints(min_length=1)]
+    sha256: Sha256Hex
+    size: Annotated[StrictInt, Field(ge=0)]
+
+
+class Provenance(_Envelope):
+    """Where and how the subjects were produced, as seen when the receipt was made."""
+
+    git_head: CommitSha | None
+    pin: CommitSha | None
+    dirty: StrictBool
+    freeze_verdict: Literal["pass", "blocked"]
+    freeze_reasons: tuple[str, ...]
+    source_tree: Sha256Hex | None
+    command: tuple[str, ...] | None = None
+    environment: dict[str, str] = Field(default_factory=dict)
+    profile: dict[ProfileKey, str] = Field(default_factory=dict)
+    inputs: tuple[ReceiptId, ...] = ()
+    tool: str
+
+
+class Receipt(_Envelope):
+    """The envelope: subjects, provenance, and the evidence stamp.
+
+    ``formalWeight`` is 1 exactly when ``evidenceClass`` is ``formal``; a probe
+    receipt says why in ``stampReasons``.
+    """
+
+    receipt_version: Literal["gates.receipt/v1"]
+    id: ReceiptId
+    kind: ArtifactKind
+    framework: Framework | None
+    created_at: Annotated[str, StringConstraints(pattern=r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ$")]
+    subjects: Annotated[tuple[Subject, ...], Field(min_length=1)]
+    provenance: Provenance
+    evidence_class: EvidenceClass
+    formal_weight: Literal[0, 1]
+    stamp_reasons: tuple[str, ...]
+
+    @model_validator(mode="after")
+    def _stamp_is_consistent(self) -> Receipt:
+        formal = self.evidence_class is EvidenceClass.FORMAL
+        if formal != (self.formal_weight == 1):
+            raise ValueError("formalWeight must be 1 for formal receipts and 0 for probe ones")
+        if formal and self.provenance.freeze_verdict != "pass":
+            raise ValueError("a formal receipt needs freezeVerdict=pass at creation")
+        return self

@@ -1,0 +1,143 @@
+"""Reading and re-judging receipts: rejected, probe or formal, always with a reason."""
+
+from __future__ import annotations
+
+import os
+import stat
+from dataclasses import dataclass
+from enum import StrEnum
+from pathlib import Path
+
+from pydantic import ValidationError
+
+from gates.canonical import content_id, strict_loads
+from gates.errors import UnsafePathError
+from gates.hashing import StatCache
+from gates.paths import resolve_inside
+from gates.receipts.model import EvidenceClass, Receipt
+from gates.resources import validator
+
+MAX_RECEIPT_BYTES = 16 * 1024 * 1024
+
+
+class Status(StrEnum):
+    FORMAL = "formal"
+    PROBE = "probe"
+    REJECTED = "rejected"
+
+
+class Rejected(Exception):
+    """A receipt that cannot count at all; the message is the one-line reason."""
+
+
+@dataclass(frozen=True)
+class Judgement:
+    """One receipt as re-judged now. ``receipt`` is None when it could not be read."""
+
+    path: str
+    receipt: Receipt | None
+    status: Status
+    reason: str
+
+    @property
+    def weight(self) -> int:
+        return 1 if self.status is Status.FORMAL else 0
+
+
+def read_receipt(root: Path, relpath: str) -> Receipt:
+    """Parse, schema-check and id-check one receipt file; raise Rejected with the reason."""
+    try:
+        path = resolve_inside(root, relpath, what="receipt")
+        info = os.lstat(path)
+    except UnsafePathError as exc:
+        raise Rejected(exc.message) from None
+    except FileNotFoundError:
+        raise Rejected("receipt file not found") from None
+    if not stat.S_ISREG(info.st_mode):
+        raise Rejected("receipt is not a regular file")
+    if info.st_size > MAX_RECEIPT_BYTES:
+        raise Rejected(f"receipt is {info.st_size} bytes, over the {MAX_RECEIPT_BYTES} limit")
+    try:
+        document = strict_loads(path.read_bytes())
+    except (ValueError, UnicodeDecodeError) as exc:
+        raise Rejected(f"malformed JSON: {exc}") from None
+    return parse_receipt(document)
+
+
+def parse_receipt(document: object) -> Receipt:
+    """Check a parsed receipt against the envelope schema, the model and its id."""
+    errors = sorted(validator("receipt").iter_errors(document), key=lambda e: e.json_path)
+    if errors:
+        more = f" (and {len(errors) - 1} more)" if len(errors) > 1 else ""
+        raise Rejected(f"schema: {errors[0].json_path}: {errors[0].message}{more}")
+    assert isinstance(document, dict)  # the schema requires an object
+    try:
+        receipt = Receipt.model_validate(document)
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        where = ".".join(str(part) for part in first["loc"])
+        raise Rejected(f"invalid receipt at {where}: {first['msg']}") from None
+    expected = content_id(document)
+    if receipt.id != expected:
+        raise Rejected(
+            f"id mismatch: the receipt was edited after creation (id {receipt.id[:19]}..., "
+            f"content hashes to {expected[:19]}...)"
+        )
+    return receipt
+
+
+def check_subjects(root: Path, receipt: Receipt, cache: StatCache) -> None:
+    """Every subject exists as a regular file inside the workspace with its recorded digest."""
+    seen: set[str] = set()
+    for subject in receipt.subjects:
+        if subject.path in seen:
+            raise Rejected(f"subject {subject.path} is listed twice")
+        seen.add(subject.path)
+        try:
+            path = resolve_inside(root, subject.path, what="subject")
+            info = os.lstat(path)
+        except UnsafePathError as exc:
+            raise Rejected(exc.message) from None
+        except FileNotFoundError:
+            raise Rejected(f"subject {subject.path} is missing") from None
+        if not stat.S_ISREG(info.st_mode):
+            raise Rejected(f"subject {subject.path} is not a regular file")
+        if info.st_size != subject.size:
+            raise Rejected(
+                f"subject {subject.path} changed: {info.st_size} bytes, receipt says {subject.size}"
+            )
+        if cache.digest(subject.path, path, info).sha256 != subject.sha256:
+            raise Rejected(f"subject {subject.path} changed: sha256 differs from the receipt")
+
+
+@dataclass(frozen=True)
+class JudgingContext:
+    """What a receipt is judged against: the freeze now and the pin's source tree."""
+
+    root: Path
+    cache: StatCache
+    freeze_discharged: bool
+    pin_source_tree: str | None
+
+
+def judge(context: JudgingContext, relpath: str) -> Judgement:
+    try:
+        receipt = read_receipt(context.root, relpath)
+        check_subjects(context.root, receipt, context.cache)
+    except Rejected as exc:
+        return Judgement(relpath, None, Status.REJECTED, str(exc))
+    return Judgement(relpath, receipt, *_weigh(context, receipt))
+
+
+def _weigh(context: JudgingContext, receipt: Receipt) -> tuple[Status, str]:
+    if receipt.evidence_class is EvidenceClass.PROBE:
+        why = "; ".join(receipt.stamp_reasons) or "no reason recorded"
+        return Status.PROBE, f"stamped probe at creation: {why}"
+    if context.pin_source_tree is None or receipt.provenance.source_tree != context.pin_source_tree:
+        return Status.PROBE, "produced on a source tree that is not the pin's"
+    if not context.freeze_discharged:
+        return (
+            Status.PROBE,
+            "the source-freeze contract is not discharged now, so every receipt counts 0",
+        )
+    return Status.FORMAL, "formal: valid, unchanged, made on the pinned source tree"

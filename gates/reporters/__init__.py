@@ -1,0 +1,15 @@
+"""Renderers of an audit result; `--format` choices are the keys of REPORTERS."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from gates.engine import AuditResult
+from gates.reporters import json_report, text_report
+
+Reporter = Callable[[AuditResult], str]
+
+REPORTERS: dict[str, Reporter] = {
+    "text": text_report.render,
+    "json": json_report.render,
+}

@@ -1,0 +1,58 @@
+"""`--format json`: the audit object of DESIGN.md, keys in a stable order."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from gates.contracts.model import ContractResult, Evidence
+from gates.engine import AuditResult
+from gates.receipts.verify import Judgement
+
+
+def receipt_entry(judgement: Judgement) -> dict[str, Any]:
+    receipt = judgement.receipt
+    return {
+        "path": judgement.path,
+        "id": receipt.id if receipt else None,
+        "kind": receipt.kind.value if receipt else None,
+        "framework": receipt.framework.value if receipt and receipt.framework else None,
+        "evidenceClass": receipt.evidence_class.value if receipt else None,
+        "formalWeight": receipt.formal_weight if receipt else 0,
+        "status": judgement.status.value,
+        "reason": judgement.reason,
+    }
+
+
+def evidence_entry(evidence: Evidence) -> dict[str, Any]:
+    return {**receipt_entry(evidence.judgement), "counts": evidence.counts, "reason": evidence.reason}
+
+
+def contract_entry(result: ContractResult) -> dict[str, Any]:
+    return {
+        "id": result.spec.id,
+        "title": result.spec.title,
+        "blocking": result.spec.blocking,
+        "dischargeStatus": result.status.value,
+        "criteria": [
+            {"name": c.name, "met": c.met, "detail": c.detail} for c in result.criteria
+        ],
+        "discharge": result.spec.discharge,
+        "evidence": [evidence_entry(e) for e in result.evidence],
+    }
+
+
+def audit_object(result: AuditResult) -> dict[str, Any]:
+    return {
+        "verdict": result.verdict,
+        "formal_alignment_steps": result.formal_alignment_steps,
+        "required_steps": result.required_steps,
+        "blockers": list(result.blockers),
+        "freeze": result.freeze.to_json(),
+        "contracts": [contract_entry(c) for c in result.contracts],
+        "receipts": [receipt_entry(j) for j in result.receipts],
+    }
+
+
+def render(result: AuditResult) -> str:
+    return json.dumps(audit_object(result), indent=2, ensure_ascii=False)

@@ -1,0 +1,49 @@
+"""`--format text`: a table of contracts, the receipt tally and the verdict line."""
+
+from __future__ import annotations
+
+from collections import Counter
+
+from gates.engine import AuditResult
+
+_DETAIL_WIDTH = 90
+
+
+def _shorten(text: str, width: int = _DETAIL_WIDTH) -> str:
+    return text if len(text) <= width else text[: width - 3] + "..."
+
+
+def render(result: AuditResult) -> str:
+    rows = [("CONTRACT", "BLOCKING", "STATUS", "MET", "FIRST UNMET")]
+    for contract in result.contracts:
+        met = sum(c.met for c in contract.criteria)
+        unmet = contract.first_unmet
+        rows.append(
+            (
+                contract.spec.id,
+                "yes" if contract.spec.blocking else "no",
+                contract.status.value,
+                f"{met}/{len(contract.criteria)}",
+                _shorten(f"{unmet.name}: {unmet.detail}") if unmet else "-",
+            )
+        )
+    widths = [max(len(row[i]) for row in rows) for i in range(4)]
+    lines = [
+        "  ".join(cell.ljust(width) for cell, width in zip(row[:4], widths, strict=True))
+        + "  "
+        + row[4]
+        for row in rows
+    ]
+    tally = Counter(j.status.value for j in result.receipts)
+    lines.append("")
+    lines.append(
+        f"receipts: {len(result.receipts)} "
+        f"({tally['formal']} formal, {tally['probe']} probe, {tally['rejected']} rejected)"
+    )
+    lines += [f"  rejected {j.path}: {j.reason}" for j in result.receipts if j.status == "rejected"]
+    lines.append(
+        f"formal_alignment_steps = {result.formal_alignment_steps} / {result.required_steps}"
+    )
+    lines += [f"blocked by: {blocker}" for blocker in result.blockers]
+    lines.append(f"verdict={result.verdict}")
+    return "\n".join(line.rstrip() for line in lines)

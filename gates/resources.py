@@ -1,0 +1,40 @@
+"""Where the shipped contract set and JSON Schemas are, installed or in a checkout."""
+
+from __future__ import annotations
+
+import functools
+import json
+from pathlib import Path
+from typing import Any
+
+from jsonschema import Draft202012Validator
+
+_PACKAGE = Path(__file__).resolve().parent
+_CHECKOUT = _PACKAGE.parent
+
+
+def _data_dir(packaged: str, in_checkout: str) -> Path:
+    installed = _PACKAGE / "_data" / packaged
+    return installed if installed.is_dir() else _CHECKOUT / in_checkout
+
+
+def contracts_dir() -> Path:
+    """The default GLM-5.2 contract set (repository `contracts/`)."""
+    return _data_dir("contracts", "contracts")
+
+
+def schemas_dir() -> Path:
+    """The JSON Schemas of the receipt envelope and every artifact kind."""
+    return _data_dir("schemas", "receipts/schemas")
+
+
+@functools.cache
+def schema(name: str) -> dict[str, Any]:
+    loaded: dict[str, Any] = json.loads((schemas_dir() / f"{name}.schema.json").read_bytes())
+    return loaded
+
+
+@functools.cache
+def validator(name: str) -> Draft202012Validator:
+    """A compiled validator for ``<name>.schema.json``, built once per process."""
+    return Draft202012Validator(schema(name))

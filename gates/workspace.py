@@ -1,0 +1,46 @@
+"""The workspace: a git repository with a gates.toml at its root."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+from gates.config import CONFIG_NAME, GatesConfig, load_config
+from gates.errors import ConfigError
+
+
+@dataclass(frozen=True)
+class Workspace:
+    root: Path
+    config: GatesConfig
+
+    @property
+    def config_path(self) -> Path:
+        return self.root / CONFIG_NAME
+
+    @property
+    def contracts_dir(self) -> Path:
+        return self.root / self.config.contracts.dir
+
+    @property
+    def cache_dir(self) -> Path:
+        return self.root / ".gates" / "cache"
+
+
+def find_root(start: Path) -> Path:
+    """The nearest folder at or above ``start`` that holds a gates.toml."""
+    start = start.resolve()
+    for folder in (start, *start.parents):
+        if (folder / CONFIG_NAME).is_file():
+            return folder
+    raise ConfigError(
+        f"no {CONFIG_NAME} here or in any parent folder",
+        file=start,
+        hint="run `gates init` at the repository root, or pass -C WORKSPACE",
+    )
+
+
+def open_workspace(start: Path) -> Workspace:
+    """Open the workspace at or above ``start`` (the current folder, or -C DIR)."""
+    root = find_root(start)
+    return Workspace(root=root, config=load_config(root / CONFIG_NAME))
