@@ -13,12 +13,7 @@ from pathlib import Path
 
 from gates.errors import GitError
 
-_ENV = {
-    **os.environ,
-    "GIT_OPTIONAL_LOCKS": "0",
-    "LC_ALL": "C",
-    "GIT_TERMINAL_PROMPT": "0",
-}
+_OVERRIDES = {"GIT_OPTIONAL_LOCKS": "0", "LC_ALL": "C", "GIT_TERMINAL_PROMPT": "0"}
 
 
 def run_git(root: Path, *args: str, stdin: bytes | None = None, check: bool = True) -> bytes:
@@ -27,7 +22,7 @@ def run_git(root: Path, *args: str, stdin: bytes | None = None, check: bool = Tr
             ["git", "-C", str(root), *args],
             input=stdin,
             capture_output=True,
-            env=_ENV,
+            env={**os.environ, **_OVERRIDES},
             check=False,
         )
     except FileNotFoundError:
