@@ -12,10 +12,10 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from gates import exitcodes  # noqa: E402  (the path above makes a plain checkout work)
-from gates.commands.freeze import show  # noqa: E402
-from gates.errors import GatesError  # noqa: E402
-from gates.workspace import open_workspace  # noqa: E402
+from gates import exitcodes
+from gates.commands.freeze import show
+from gates.errors import GatesError
+from gates.workspace import open_workspace
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -17,14 +17,12 @@ def write_bytes_atomic(path: Path, data: bytes) -> None:
             handle.write(data)
             handle.flush()
             os.fsync(handle.fileno())
-        if path.exists():
-            os.chmod(tmp_name, path.stat().st_mode & 0o7777)
-        else:
-            os.chmod(tmp_name, 0o644)
-        os.replace(tmp_name, path)
+        tmp = Path(tmp_name)
+        tmp.chmod(path.stat().st_mode & 0o7777 if path.exists() else 0o644)
+        tmp.replace(path)
     except BaseException:
         with contextlib.suppress(FileNotFoundError):
-            os.unlink(tmp_name)
+            Path(tmp_name).unlink()
         raise
 
 

@@ -69,7 +69,10 @@ def init(state: State, pin: str | None, force: bool) -> None:
 
 @cli.command()
 @click.option(
-    "--format", "output_format", type=click.Choice(sorted(REPORTERS)), default="text",
+    "--format",
+    "output_format",
+    type=click.Choice(sorted(REPORTERS)),
+    default="text",
     show_default=True,
 )
 @pass_state
@@ -84,7 +87,10 @@ def freeze() -> None:
 
 
 _FORMAT = click.option(
-    "--format", "output_format", type=click.Choice(["text", "json"]), default="text",
+    "--format",
+    "output_format",
+    type=click.Choice(["text", "json"]),
+    default="text",
     show_default=True,
 )
 
@@ -128,23 +134,41 @@ def _parse_profile(pairs: tuple[str, ...]) -> dict[str, str]:
 
 @receipt.command("create")
 @click.option(
-    "--kind", required=True, type=click.Choice([k.value for k in ArtifactKind]),
+    "--kind",
+    required=True,
+    type=click.Choice([k.value for k in ArtifactKind]),
     help="The artifact kind of the subjects.",
 )
 @click.option(
-    "--subject", "subjects", multiple=True, required=True, metavar="PATH",
+    "--subject",
+    "subjects",
+    multiple=True,
+    required=True,
+    metavar="PATH",
     help="A workspace-relative artifact file (repeatable).",
 )
 @click.option("--framework", type=click.Choice([f.value for f in Framework]))
-@click.option("--profile", "profile", multiple=True, metavar="KEY=VALUE",
-              help="Parallel profile entry, e.g. tp=2 (repeatable).")
 @click.option(
-    "--class", "requested_class", type=click.Choice([c.value for c in EvidenceClass]),
-    default="formal", show_default=True,
+    "--profile",
+    "profile",
+    multiple=True,
+    metavar="KEY=VALUE",
+    help="Parallel profile entry, e.g. tp=2 (repeatable).",
+)
+@click.option(
+    "--class",
+    "requested_class",
+    type=click.Choice([c.value for c in EvidenceClass]),
+    default="formal",
+    show_default=True,
     help="formal is granted only while the source freeze passes; otherwise probe.",
 )
-@click.option("-o", "--output", metavar="PATH",
-              help="Workspace-relative receipt path (default: beside the first subject).")
+@click.option(
+    "-o",
+    "--output",
+    metavar="PATH",
+    help="Workspace-relative receipt path (default: beside the first subject).",
+)
 @click.option("--force", is_flag=True, help="Overwrite an existing receipt.")
 @pass_state
 def receipt_create(

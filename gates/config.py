@@ -29,7 +29,9 @@ class FreezeConfig(_Strict):
     pin: Annotated[str, StringConstraints(pattern=r"^[^\s]*$")] = Field(
         default="", description="the source-freeze commit (full sha or any revision)"
     )
-    strict: StrictBool = Field(default=False, description="require HEAD == pin, not only equal trees")
+    strict: StrictBool = Field(
+        default=False, description="require HEAD == pin, not only equal trees"
+    )
     paths: tuple[RelPath, ...] = Field(
         default=(), description="narrow the source tree to these folders or files"
     )

@@ -56,14 +56,16 @@ def discover_receipts(root: Path, locations: tuple[str, ...]) -> tuple[list[str]
     refused: list[Judgement] = []
     for location in locations:
         base = root / location
-        if os.path.islink(base):
+        if base.is_symlink():
             refused.append(_refused(location, "evidence location is a symlink: not followed"))
             continue
         for folder, dirnames, filenames in os.walk(base):
             rel_folder = Path(folder).relative_to(root).as_posix()
             for name in dirnames:
-                if os.path.islink(os.path.join(folder, name)):
-                    refused.append(_refused(f"{rel_folder}/{name}", "symlinked folder: not followed"))
+                if (Path(folder) / name).is_symlink():
+                    refused.append(
+                        _refused(f"{rel_folder}/{name}", "symlinked folder: not followed")
+                    )
             found += [
                 f"{rel_folder}/{name}"
                 for name in (*filenames, *dirnames)
@@ -123,13 +125,13 @@ def contract_evidence(spec: ContractSpec, receipts: tuple[Judgement, ...]) -> tu
         if mismatch:
             evidence.append(Evidence(judgement, False, f"counts 0: other profile: {mismatch}"))
         else:
-            evidence.append(Evidence(judgement, judgement.status is Status.FORMAL, judgement.reason))
+            evidence.append(
+                Evidence(judgement, judgement.status is Status.FORMAL, judgement.reason)
+            )
     return tuple(evidence)
 
 
-def evaluate_contract(
-    path: Path, spec: ContractSpec, context: EvaluationContext
-) -> ContractResult:
+def evaluate_contract(path: Path, spec: ContractSpec, context: EvaluationContext) -> ContractResult:
     """Run one evaluator; an unknown check or an evaluator failure is status `error`."""
     evaluator = EVALUATORS.get(spec.check)
     evidence = contract_evidence(spec, context.receipts)
@@ -156,7 +158,11 @@ def _error_result(
 
 
 def _broken_file_result(error: ContractFileError, root: Path) -> ContractResult:
-    relpath = error.source.relative_to(root).as_posix() if error.source.is_relative_to(root) else str(error.source)
+    relpath = (
+        error.source.relative_to(root).as_posix()
+        if error.source.is_relative_to(root)
+        else str(error.source)
+    )
     spec = ContractSpec.model_construct(
         id=relpath,
         title="unreadable contract file",

@@ -77,7 +77,7 @@ class StatCache:
             return FileDigest(str(cached[4]), stat.st_size)
         self.misses += 1
         result = sha256_file(path)
-        after = os.stat(path)
+        after = path.stat()
         unchanged = list(stat_key(after)) == key
         if unchanged and time.time_ns() - stat.st_mtime_ns > RACY_WINDOW_NS:
             self._entries[relpath] = [*key, result.sha256]

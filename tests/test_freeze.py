@@ -115,8 +115,13 @@ def test_untracked_file_blocks_but_ignored_file_does_not(
 def test_evidence_written_to_governance_paths_keeps_the_freeze(
     ws: Workspace, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    for location in ("results/paddle/loss.json", "experiments/e1/raw.jsonl",
-                     "outputs/survey.json", ".gates/cache/x.json", "contracts/extra.toml"):
+    for location in (
+        "results/paddle/loss.json",
+        "experiments/e1/raw.jsonl",
+        "outputs/survey.json",
+        ".gates/cache/x.json",
+        "contracts/extra.toml",
+    ):
         write(ws.root, location, "{}\n")
     code, report = freeze_json(ws, capsys)
     assert (code, report["verdict"]) == (0, "pass")
@@ -205,9 +210,7 @@ def test_unborn_head(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None
     assert report["head"] is None
 
 
-def test_detached_head_at_the_pin_passes(
-    ws: Workspace, capsys: pytest.CaptureFixture[str]
-) -> None:
+def test_detached_head_at_the_pin_passes(ws: Workspace, capsys: pytest.CaptureFixture[str]) -> None:
     ws.repo.git.checkout("--detach", ws.pin)
     code, report = freeze_json(ws, capsys)
     assert (code, report["verdict"]) == (0, "pass")
@@ -219,8 +222,16 @@ def test_submodule_changes_block(
     library = tmp_path / "kernels"
     make_repo(library, {"kernel.py": "K = 1\n"})
     ws.repo.git.execute(
-        ["git", "-c", "protocol.file.allow=always", "submodule", "add", "-q", str(library),
-         "third_party/kernels"]
+        [
+            "git",
+            "-c",
+            "protocol.file.allow=always",
+            "submodule",
+            "add",
+            "-q",
+            str(library),
+            "third_party/kernels",
+        ]
     )
     pinned = commit_all(ws.repo, "add kernels submodule")
     set_config(ws, (ws.root / "gates.toml").read_text().replace(ws.pin, pinned))

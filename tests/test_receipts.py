@@ -23,8 +23,16 @@ def make_loss(ws: Workspace, relpath: str = LOSS) -> Path:
 
 def create(ws: Workspace, capsys: pytest.CaptureFixture[str], *extra: str) -> object:
     return ws.gates(
-        capsys, "receipt", "create", "--kind", "loss", "--subject", LOSS, "--framework",
-        "paddle", *extra,
+        capsys,
+        "receipt",
+        "create",
+        "--kind",
+        "loss",
+        "--subject",
+        LOSS,
+        "--framework",
+        "paddle",
+        *extra,
     )
 
 
@@ -33,18 +41,24 @@ def load(ws: Workspace, relpath: str = RECEIPT) -> dict[str, object]:
     return loaded
 
 
-def verify(ws: Workspace, capsys: pytest.CaptureFixture[str], relpath: str = RECEIPT) -> tuple[int, dict[str, object]]:
+def verify(
+    ws: Workspace, capsys: pytest.CaptureFixture[str], relpath: str = RECEIPT
+) -> tuple[int, dict[str, object]]:
     result = ws.gates(capsys, "receipt", "verify", "--format", "json", str(ws.root / relpath))
     return result.code, json.loads(result.out)[0]
 
 
-def rewrite(ws: Workspace, document: dict[str, object], *, reid: bool, relpath: str = RECEIPT) -> None:
+def rewrite(
+    ws: Workspace, document: dict[str, object], *, reid: bool, relpath: str = RECEIPT
+) -> None:
     if reid:
         document["id"] = content_id(document)
     (ws.root / relpath).write_text(pretty_json(document))
 
 
-def test_formal_receipt_on_a_passing_freeze(ws: Workspace, capsys: pytest.CaptureFixture[str]) -> None:
+def test_formal_receipt_on_a_passing_freeze(
+    ws: Workspace, capsys: pytest.CaptureFixture[str]
+) -> None:
     make_loss(ws)
     result = create(ws, capsys, "--profile", "tp=2", "--profile", "sp=true")
     assert result.code == 0, result.err
@@ -90,7 +104,9 @@ def test_probe_requested_stays_probe(ws: Workspace, capsys: pytest.CaptureFixtur
     assert "probe requested" in str(entry["reason"])
 
 
-def test_a_byte_changed_in_a_subject_is_rejected(ws: Workspace, capsys: pytest.CaptureFixture[str]) -> None:
+def test_a_byte_changed_in_a_subject_is_rejected(
+    ws: Workspace, capsys: pytest.CaptureFixture[str]
+) -> None:
     path = make_loss(ws)
     create(ws, capsys)
     data = bytearray(path.read_bytes())
@@ -102,7 +118,9 @@ def test_a_byte_changed_in_a_subject_is_rejected(ws: Workspace, capsys: pytest.C
     assert entry["reason"] == f"subject {LOSS} changed: sha256 differs from the receipt"
 
 
-def test_an_edited_receipt_is_rejected_as_tampered(ws: Workspace, capsys: pytest.CaptureFixture[str]) -> None:
+def test_an_edited_receipt_is_rejected_as_tampered(
+    ws: Workspace, capsys: pytest.CaptureFixture[str]
+) -> None:
     make_loss(ws)
     create(ws, capsys, "--class", "probe")
     document = load(ws)
@@ -114,7 +132,9 @@ def test_an_edited_receipt_is_rejected_as_tampered(ws: Workspace, capsys: pytest
     assert str(entry["reason"]).startswith("id mismatch")
 
 
-def test_a_schema_invalid_receipt_names_the_json_path(ws: Workspace, capsys: pytest.CaptureFixture[str]) -> None:
+def test_a_schema_invalid_receipt_names_the_json_path(
+    ws: Workspace, capsys: pytest.CaptureFixture[str]
+) -> None:
     make_loss(ws)
     create(ws, capsys)
     document = load(ws)
@@ -141,7 +161,9 @@ def test_formal_stamp_with_blocked_freeze_is_rejected_even_with_a_fresh_id(
     assert str(entry["reason"]).startswith("schema: $.provenance.freezeVerdict")
 
 
-def test_malformed_and_duplicate_key_json_are_rejected(ws: Workspace, capsys: pytest.CaptureFixture[str]) -> None:
+def test_malformed_and_duplicate_key_json_are_rejected(
+    ws: Workspace, capsys: pytest.CaptureFixture[str]
+) -> None:
     write(ws.root, "results/broken.receipt.json", '{"id": "sha256:')
     code, entry = verify(ws, capsys, "results/broken.receipt.json")
     assert code == 1
@@ -177,8 +199,17 @@ def test_symlinked_subject_is_refused_at_create_and_rejected_at_audit(
 def test_subject_outside_the_workspace_is_refused_at_create(
     ws: Workspace, capsys: pytest.CaptureFixture[str], subject: str
 ) -> None:
-    result = ws.gates(capsys, "receipt", "create", "--kind", "loss", "--subject", subject,
-                      "-o", "results/x.receipt.json")
+    result = ws.gates(
+        capsys,
+        "receipt",
+        "create",
+        "--kind",
+        "loss",
+        "--subject",
+        subject,
+        "-o",
+        "results/x.receipt.json",
+    )
     assert result.code == 2
     assert subject in result.err
     assert not (ws.root / "results/x.receipt.json").exists()
@@ -206,7 +237,9 @@ def test_missing_subject_is_rejected(ws: Workspace, capsys: pytest.CaptureFixtur
     assert (code, entry["reason"]) == (1, f"subject {LOSS} is missing")
 
 
-def test_receipt_outside_evidence_locations_is_refused(ws: Workspace, capsys: pytest.CaptureFixture[str]) -> None:
+def test_receipt_outside_evidence_locations_is_refused(
+    ws: Workspace, capsys: pytest.CaptureFixture[str]
+) -> None:
     make_loss(ws)
     result = create(ws, capsys, "-o", "paddleformers/loss.receipt.json")
     assert result.code == 2
@@ -214,7 +247,9 @@ def test_receipt_outside_evidence_locations_is_refused(ws: Workspace, capsys: py
     assert not (ws.root / "paddleformers/loss.receipt.json").exists()
 
 
-def test_existing_receipt_is_not_overwritten_without_force(ws: Workspace, capsys: pytest.CaptureFixture[str]) -> None:
+def test_existing_receipt_is_not_overwritten_without_force(
+    ws: Workspace, capsys: pytest.CaptureFixture[str]
+) -> None:
     make_loss(ws)
     create(ws, capsys)
     before = (ws.root / RECEIPT).read_bytes()
@@ -258,7 +293,9 @@ def test_formal_receipt_counts_zero_while_the_freeze_is_not_discharged(
     assert "not discharged now" in str(entry["reason"])
 
 
-def test_show_prints_the_stamp_and_subjects(ws: Workspace, capsys: pytest.CaptureFixture[str]) -> None:
+def test_show_prints_the_stamp_and_subjects(
+    ws: Workspace, capsys: pytest.CaptureFixture[str]
+) -> None:
     make_loss(ws)
     create(ws, capsys, "--profile", "tp=2")
     result = ws.gates(capsys, "receipt", "show", str(ws.root / RECEIPT))
@@ -290,7 +327,9 @@ def test_stat_cache_skips_rehashing_unchanged_subjects(
     assert third.cache.misses == 1
 
 
-def test_freshly_modified_files_are_not_cached(ws: Workspace, capsys: pytest.CaptureFixture[str]) -> None:
+def test_freshly_modified_files_are_not_cached(
+    ws: Workspace, capsys: pytest.CaptureFixture[str]
+) -> None:
     make_loss(ws)
     create(ws, capsys)
     context = JudgingContext(ws.root, StatCache(ws.root / ".gates/cache/c.json"), True, None)

@@ -67,7 +67,7 @@ def set_pin_text(text: str, sha: str) -> str:
         lines.insert(header_at + 1, f'pin = "{sha}"{newline}')
         return "".join(lines)
     separator = "" if not text or text.endswith("\n") else newline
-    return f"{text}{separator}{newline if text else ''}[freeze]{newline}pin = \"{sha}\"{newline}"
+    return f'{text}{separator}{newline if text else ""}[freeze]{newline}pin = "{sha}"{newline}'
 
 
 def pin(workspace: Workspace, rev: str, *, echo: Echo) -> int:

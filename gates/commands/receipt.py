@@ -15,7 +15,7 @@ from gates.freeze import evaluate_freeze
 from gates.hashing import StatCache
 from gates.paths import to_workspace_relpath
 from gates.receipts.create import ReceiptRequest, create_receipt
-from gates.receipts.verify import Judgement, Rejected, Status, judge, read_receipt
+from gates.receipts.verify import Judgement, ReceiptRejectedError, Status, judge, read_receipt
 from gates.reporters.json_report import receipt_entry
 from gates.workspace import Workspace
 
@@ -62,7 +62,7 @@ def show(workspace: Workspace, path: str, *, cwd: Path, as_json: bool, echo: Ech
     relpath = _relpaths(workspace, (path,), cwd)[0]
     try:
         receipt = read_receipt(workspace.root, relpath)
-    except Rejected as exc:
+    except ReceiptRejectedError as exc:
         raise ReceiptError(str(exc), file=relpath) from None
     document = receipt.model_dump(mode="json", by_alias=True)
     if as_json:
@@ -88,4 +88,3 @@ def show(workspace: Workspace, path: str, *, cwd: Path, as_json: bool, echo: Ech
 
 def _profile_text(profile: dict[str, str]) -> str:
     return " ".join(f"{key}={value}" for key, value in sorted(profile.items())) or "-"
-

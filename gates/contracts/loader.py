@@ -55,7 +55,9 @@ def load_contracts(folder: Path) -> tuple[list[tuple[Path, ContractSpec]], list[
             errors.append(ContractFileError(path, str(exc)))
             continue
         if spec.id in seen:
-            errors.append(ContractFileError(path, f"contract id {spec.id} is also in {seen[spec.id]}"))
+            errors.append(
+                ContractFileError(path, f"contract id {spec.id} is also in {seen[spec.id]}")
+            )
             continue
         seen[spec.id] = path
         loaded.append((path, spec))

@@ -25,7 +25,7 @@ from gates.receipts.model import (
     Framework,
     Receipt,
 )
-from gates.receipts.verify import Rejected, parse_receipt
+from gates.receipts.verify import ReceiptRejectedError, parse_receipt
 from gates.workspace import Workspace
 
 _COMMIT = re.compile(r"[0-9a-f]{40}([0-9a-f]{24})?")
@@ -65,7 +65,7 @@ def _subject_path(root: Path, relpath: str) -> tuple[Path, os.stat_result]:
     return path, info
 
 
-def _output_path(workspace: Workspace, request: ReceiptRequest) -> tuple[str, Path]:
+def _output_path(workspace: Workspace, request: ReceiptRequest) -> Path:
     relpath = request.output or default_output(request.subjects[0])
     locations = workspace.config.evidence.locations
     if not relpath.endswith(RECEIPT_SUFFIX):
@@ -80,7 +80,7 @@ def _output_path(workspace: Workspace, request: ReceiptRequest) -> tuple[str, Pa
         raise ReceiptError(
             "receipt already exists; refusing to overwrite", file=path, hint="pass --force"
         )
-    return relpath, path
+    return path
 
 
 def _stamp(
@@ -113,7 +113,7 @@ def create_receipt(
     if len(set(request.subjects)) != len(request.subjects):
         raise ReceiptError("a subject is listed twice")
     try:
-        relpath, out_path = _output_path(workspace, request)
+        out_path = _output_path(workspace, request)
         located = [(rel, *_subject_path(root, rel)) for rel in request.subjects]
     except UnsafePathError as exc:
         raise ReceiptError(exc.message, hint=exc.hint) from None
@@ -154,7 +154,7 @@ def create_receipt(
     document["id"] = content_id(document)
     try:
         receipt = parse_receipt(document)
-    except Rejected as exc:
+    except ReceiptRejectedError as exc:
         raise ReceiptError(f"refusing to write an invalid receipt: {exc}") from None
     write_text_atomic(out_path, pretty_json(document))
     return receipt, out_path

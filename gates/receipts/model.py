@@ -7,10 +7,10 @@ from typing import Annotated, Literal
 
 from pydantic import (
     BaseModel,
+    BeforeValidator,
     ConfigDict,
     Field,
     StrictBool,
-    StrictInt,
     StringConstraints,
     model_validator,
 )
@@ -23,6 +23,20 @@ Sha256Hex = Annotated[str, StringConstraints(pattern=r"^[0-9a-f]{64}$")]
 ReceiptId = Annotated[str, StringConstraints(pattern=r"^sha256:[0-9a-f]{64}$")]
 CommitSha = Annotated[str, StringConstraints(pattern=r"^[0-9a-f]{40}([0-9a-f]{24})?$")]
 ProfileKey = Annotated[str, StringConstraints(pattern=r"^[a-z][a-z0-9_]*$")]
+
+
+def _json_integer(value: object) -> object:
+    """JSON Schema's `integer`: any number without a fraction (1.0 too), never a bool or string."""
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise ValueError("must be a JSON integer")
+    if isinstance(value, float):
+        if not value.is_integer():
+            raise ValueError("must be a JSON integer")
+        return int(value)
+    return value
+
+
+JsonInt = Annotated[int, BeforeValidator(_json_integer)]
 
 
 class ArtifactKind(StrEnum):
@@ -49,7 +63,7 @@ class EvidenceClass(StrEnum):
 class _Envelope(BaseModel):
     # Not strict=True: strict mode would refuse JSON strings for enums and lists
     # for tuples. Receipts read from disk pass the JSON Schema (strict on types)
-    # first, and the scalar fields below use Strict* types.
+    # first, and the scalar fields below use strict types.
     model_config = ConfigDict(
         extra="forbid",
         frozen=True,
@@ -63,7 +77,7 @@ class Subject(_Envelope):
 
     path: Annotated[str, StringConstraints(min_length=1)]
     sha256: Sha256Hex
-    size: Annotated[StrictInt, Field(ge=0)]
+    size: Annotated[JsonInt, Field(ge=0)]
 
 
 class Provenance(_Envelope):
@@ -97,7 +111,7 @@ class Receipt(_Envelope):
     subjects: Annotated[tuple[Subject, ...], Field(min_length=1)]
     provenance: Provenance
     evidence_class: EvidenceClass
-    formal_weight: Literal[0, 1]
+    formal_weight: Annotated[Literal[0, 1], BeforeValidator(_json_integer)]
     stamp_reasons: tuple[str, ...]
 
     @model_validator(mode="after")

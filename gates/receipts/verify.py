@@ -26,7 +26,7 @@ class Status(StrEnum):
     REJECTED = "rejected"
 
 
-class Rejected(Exception):
+class ReceiptRejectedError(Exception):
     """A receipt that cannot count at all; the message is the one-line reason."""
 
 
@@ -45,22 +45,24 @@ class Judgement:
 
 
 def read_receipt(root: Path, relpath: str) -> Receipt:
-    """Parse, schema-check and id-check one receipt file; raise Rejected with the reason."""
+    """Parse, schema-check and id-check one receipt file; raise ReceiptRejectedError."""
     try:
         path = resolve_inside(root, relpath, what="receipt")
         info = os.lstat(path)
     except UnsafePathError as exc:
-        raise Rejected(exc.message) from None
+        raise ReceiptRejectedError(exc.message) from None
     except FileNotFoundError:
-        raise Rejected("receipt file not found") from None
+        raise ReceiptRejectedError("receipt file not found") from None
     if not stat.S_ISREG(info.st_mode):
-        raise Rejected("receipt is not a regular file")
+        raise ReceiptRejectedError("receipt is not a regular file")
     if info.st_size > MAX_RECEIPT_BYTES:
-        raise Rejected(f"receipt is {info.st_size} bytes, over the {MAX_RECEIPT_BYTES} limit")
+        raise ReceiptRejectedError(
+            f"receipt is {info.st_size} bytes, over the {MAX_RECEIPT_BYTES} limit"
+        )
     try:
         document = strict_loads(path.read_bytes())
     except (ValueError, UnicodeDecodeError) as exc:
-        raise Rejected(f"malformed JSON: {exc}") from None
+        raise ReceiptRejectedError(f"malformed JSON: {exc}") from None
     return parse_receipt(document)
 
 
@@ -69,17 +71,18 @@ def parse_receipt(document: object) -> Receipt:
     errors = sorted(validator("receipt").iter_errors(document), key=lambda e: e.json_path)
     if errors:
         more = f" (and {len(errors) - 1} more)" if len(errors) > 1 else ""
-        raise Rejected(f"schema: {errors[0].json_path}: {errors[0].message}{more}")
-    assert isinstance(document, dict)  # the schema requires an object
+        raise ReceiptRejectedError(f"schema: {errors[0].json_path}: {errors[0].message}{more}")
+    if not isinstance(document, dict):  # unreachable: the schema requires an object
+        raise ReceiptRejectedError("receipt is not a JSON object")
     try:
         receipt = Receipt.model_validate(document)
     except ValidationError as exc:
         first = exc.errors()[0]
         where = ".".join(str(part) for part in first["loc"])
-        raise Rejected(f"invalid receipt at {where}: {first['msg']}") from None
+        raise ReceiptRejectedError(f"invalid receipt at {where}: {first['msg']}") from None
     expected = content_id(document)
     if receipt.id != expected:
-        raise Rejected(
+        raise ReceiptRejectedError(
             f"id mismatch: the receipt was edited after creation (id {receipt.id[:19]}..., "
             f"content hashes to {expected[:19]}...)"
         )
@@ -91,23 +94,25 @@ def check_subjects(root: Path, receipt: Receipt, cache: StatCache) -> None:
     seen: set[str] = set()
     for subject in receipt.subjects:
         if subject.path in seen:
-            raise Rejected(f"subject {subject.path} is listed twice")
+            raise ReceiptRejectedError(f"subject {subject.path} is listed twice")
         seen.add(subject.path)
         try:
             path = resolve_inside(root, subject.path, what="subject")
             info = os.lstat(path)
         except UnsafePathError as exc:
-            raise Rejected(exc.message) from None
+            raise ReceiptRejectedError(exc.message) from None
         except FileNotFoundError:
-            raise Rejected(f"subject {subject.path} is missing") from None
+            raise ReceiptRejectedError(f"subject {subject.path} is missing") from None
         if not stat.S_ISREG(info.st_mode):
-            raise Rejected(f"subject {subject.path} is not a regular file")
+            raise ReceiptRejectedError(f"subject {subject.path} is not a regular file")
         if info.st_size != subject.size:
-            raise Rejected(
+            raise ReceiptRejectedError(
                 f"subject {subject.path} changed: {info.st_size} bytes, receipt says {subject.size}"
             )
         if cache.digest(subject.path, path, info).sha256 != subject.sha256:
-            raise Rejected(f"subject {subject.path} changed: sha256 differs from the receipt")
+            raise ReceiptRejectedError(
+                f"subject {subject.path} changed: sha256 differs from the receipt"
+            )
 
 
 @dataclass(frozen=True)
@@ -124,7 +129,7 @@ def judge(context: JudgingContext, relpath: str) -> Judgement:
     try:
         receipt = read_receipt(context.root, relpath)
         check_subjects(context.root, receipt, context.cache)
-    except Rejected as exc:
+    except ReceiptRejectedError as exc:
         return Judgement(relpath, None, Status.REJECTED, str(exc))
     return Judgement(relpath, receipt, *_weigh(context, receipt))
 

@@ -25,7 +25,11 @@ def receipt_entry(judgement: Judgement) -> dict[str, Any]:
 
 
 def evidence_entry(evidence: Evidence) -> dict[str, Any]:
-    return {**receipt_entry(evidence.judgement), "counts": evidence.counts, "reason": evidence.reason}
+    return {
+        **receipt_entry(evidence.judgement),
+        "counts": evidence.counts,
+        "reason": evidence.reason,
+    }
 
 
 def contract_entry(result: ContractResult) -> dict[str, Any]:
@@ -34,9 +38,7 @@ def contract_entry(result: ContractResult) -> dict[str, Any]:
         "title": result.spec.title,
         "blocking": result.spec.blocking,
         "dischargeStatus": result.status.value,
-        "criteria": [
-            {"name": c.name, "met": c.met, "detail": c.detail} for c in result.criteria
-        ],
+        "criteria": [{"name": c.name, "met": c.met, "detail": c.detail} for c in result.criteria],
         "discharge": result.spec.discharge,
         "evidence": [evidence_entry(e) for e in result.evidence],
     }
