@@ -14,6 +14,7 @@ import click
 
 from gates import __version__, exitcodes
 from gates.commands import audit as audit_command
+from gates.commands import demo as demo_command
 from gates.commands import freeze as freeze_command
 from gates.commands import init as init_command
 from gates.commands import receipt as receipt_command
@@ -216,6 +217,13 @@ def receipt_show(state: State, path: str, output_format: str) -> None:
         state.workspace(), path, cwd=Path.cwd(), as_json=output_format == "json", echo=_echo
     )
     sys.exit(code)
+
+
+@cli.command()
+@click.option("--keep", is_flag=True, help="Keep the temporary workspace to explore it.")
+def demo(keep: bool) -> None:
+    """Show the whole story on a small workspace built in a temporary folder."""
+    sys.exit(demo_command.demo(keep=keep, echo=_echo))
 
 
 def _fail(message: str, code: int = exitcodes.ERROR) -> NoReturn:

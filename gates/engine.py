@@ -26,7 +26,7 @@ from gates.contracts.model import (
 )
 from gates.contracts.registry import EVALUATORS, FREEZE_CHECK
 from gates.freeze import FreezeReport, evaluate_freeze
-from gates.hashing import StatCache
+from gates.hashing import StatCache, cache_file
 from gates.receipts.model import RECEIPT_SUFFIX, Receipt
 from gates.receipts.verify import Judgement, JudgingContext, Status, judge
 from gates.workspace import Workspace
@@ -83,7 +83,7 @@ def judging_context(
 ) -> JudgingContext:
     """What receipts are judged against now: the freeze contract's status and the pin's tree."""
     bare = EvaluationContext(workspace, freeze, ())
-    cache = StatCache(workspace.cache_dir / "stat-cache.json")
+    cache = StatCache(cache_file(workspace.root))
     return JudgingContext(
         workspace.root, cache, _freeze_discharged(loaded, bare), freeze.pin_source_tree
     )

@@ -94,6 +94,11 @@ class SourceTree:
         self.governance = config.governance_paths()
         self.narrow_to = tuple(config.freeze.paths)
 
+    def pathspecs(self) -> list[str]:
+        """The same set as git pathspecs, so git never walks the evidence folders."""
+        included = [f":(literal){path}" for path in self.narrow_to] or ["."]
+        return included + [f":(exclude,literal){path}" for path in self.governance]
+
     def contains(self, path: str) -> bool:
         if is_under(path, self.governance):
             return False
@@ -235,7 +240,7 @@ def evaluate_freeze(
             "gates.toml must sit at the root of a git repository (no .git here)", file=root
         )
     tree = SourceTree(config)
-    first_status = git.status_porcelain(root)
+    first_status = git.status_porcelain(root, tree.pathspecs())
     found = _resolve(root, config.freeze.pin)
     reasons = list(found.reasons)
     head_digest = pin_digest = None
@@ -256,7 +261,7 @@ def evaluate_freeze(
     reasons += worktree_reasons(first_status, tree)
     if between_reads is not None:
         between_reads()
-    second_status = git.status_porcelain(root)
+    second_status = git.status_porcelain(root, tree.pathspecs())
     second_head = git.describe_objects(root, ["HEAD"])[0].sha
     if second_status != first_status or second_head != found.head:
         changed = _changed_paths(first_status, second_status) or ["HEAD"]

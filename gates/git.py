@@ -89,7 +89,7 @@ def list_tree(root: Path, commit: str) -> dict[str, TreeEntry]:
     return entries
 
 
-def status_porcelain(root: Path) -> bytes:
+def status_porcelain(root: Path, pathspecs: list[str]) -> bytes:
     """Raw `git status --porcelain=v2 -z` with every untracked file and submodule state."""
     return run_git(
         root,
@@ -98,4 +98,6 @@ def status_porcelain(root: Path) -> bytes:
         "-z",
         "--untracked-files=all",
         "--ignore-submodules=none",
+        "--",
+        *pathspecs,
     )

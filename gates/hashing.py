@@ -1,9 +1,13 @@
-"""Streaming sha256 of files, with a stat cache so unchanged files are not re-read.
+"""Streaming sha256 of files, and a stat cache so unchanged files are not re-read.
 
-The cache maps a workspace path to (device, inode, size, mtime_ns, sha256).
-A file modified less than RACY_WINDOW_NS before it was hashed is not cached:
-a write in the same clock tick could otherwise keep a stale digest (git's
-"racy clean" problem).
+The cache maps a workspace path to (device, inode, size, mtime_ns) and what was
+learnt from the file's bytes: a subject's sha256, or the id of a receipt that
+passed the schema and id checks. A file modified less than RACY_WINDOW_NS
+before it was read is not cached: a write in the same clock tick could
+otherwise keep a stale answer (git's "racy clean" problem).
+
+The cache lives outside the workspace (see `cache_file`), so nothing committed
+to a repository can vouch for its own files.
 """
 
 from __future__ import annotations
@@ -20,7 +24,7 @@ from gates.atomic import write_text_atomic
 
 CHUNK = 4 * 1024 * 1024
 RACY_WINDOW_NS = 2_000_000_000
-CACHE_VERSION = 1
+CACHE_VERSION = 2
 
 
 @dataclass(frozen=True)
@@ -39,56 +43,85 @@ def sha256_file(path: Path) -> FileDigest:
     return FileDigest(digest.hexdigest(), size)
 
 
-StatKey = tuple[int, int, int, int]
+def cache_file(root: Path) -> Path | None:
+    """$GATES_CACHE_DIR, else $XDG_CACHE_HOME/gates, else ~/.cache/gates; one file a workspace.
+
+    GATES_CACHE_DIR=off disables caching (a verify-everything run, e.g. in CI).
+    """
+    configured = os.environ.get("GATES_CACHE_DIR")
+    if configured == "off":
+        return None
+    if configured:
+        base = Path(configured)
+    else:
+        xdg = os.environ.get("XDG_CACHE_HOME")
+        base = (Path(xdg) if xdg else Path.home() / ".cache") / "gates"
+    name = hashlib.sha256(str(root.resolve()).encode()).hexdigest()[:24]
+    return base / f"{name}.json"
 
 
-def stat_key(stat: os.stat_result) -> StatKey:
-    return (stat.st_dev, stat.st_ino, stat.st_size, stat.st_mtime_ns)
+def _stat_key(stat: os.stat_result) -> list[int]:
+    return [stat.st_dev, stat.st_ino, stat.st_size, stat.st_mtime_ns]
 
 
 class StatCache:
-    """A persistent path -> digest map, trusted only while the file's stat key is unchanged."""
+    """Persistent per-file answers, trusted only while the file's stat key is unchanged."""
 
     def __init__(self, path: Path | None) -> None:
         self.path = path
-        self._entries: dict[str, list[object]] = self._load()
+        self._tables = self._load()
         self._dirty = False
         self.hits = 0
         self.misses = 0
 
-    def _load(self) -> dict[str, list[object]]:
+    def _load(self) -> dict[str, dict[str, list[object]]]:
+        empty: dict[str, dict[str, list[object]]] = {"files": {}, "receipts": {}}
         if self.path is None:
-            return {}
+            return empty
         try:
             data = json.loads(self.path.read_bytes())
         except (OSError, ValueError):
-            return {}
+            return empty
         if not isinstance(data, dict) or data.get("version") != CACHE_VERSION:
-            return {}
-        entries = data.get("entries")
-        return entries if isinstance(entries, dict) else {}
+            return empty
+        tables = {name: data.get(name) for name in empty}
+        if not all(isinstance(table, dict) for table in tables.values()):
+            return empty
+        return tables  # type: ignore[return-value]
+
+    def lookup(self, table: str, relpath: str, stat: os.stat_result) -> str | None:
+        """The remembered answer for this exact file state, or None."""
+        cached = self._tables[table].get(relpath)
+        if isinstance(cached, list) and len(cached) == 5 and cached[:4] == _stat_key(stat):
+            self.hits += 1
+            return str(cached[4])
+        self.misses += 1
+        return None
+
+    def remember(
+        self, table: str, relpath: str, path: Path, stat: os.stat_result, answer: str
+    ) -> None:
+        """Keep ``answer`` for the file state ``stat``, unless the file is still changing."""
+        key = _stat_key(stat)
+        if _stat_key(path.stat()) != key or time.time_ns() - stat.st_mtime_ns <= RACY_WINDOW_NS:
+            return
+        self._tables[table][relpath] = [*key, answer]
+        self._dirty = True
 
     def digest(self, relpath: str, path: Path, stat: os.stat_result) -> FileDigest:
         """The digest of ``path`` (already lstat-ed as ``stat``), from cache when unchanged."""
-        key = list(stat_key(stat))
-        cached = self._entries.get(relpath)
-        if isinstance(cached, list) and len(cached) == 5 and cached[:4] == key:
-            self.hits += 1
-            return FileDigest(str(cached[4]), stat.st_size)
-        self.misses += 1
+        cached = self.lookup("files", relpath, stat)
+        if cached is not None:
+            return FileDigest(cached, stat.st_size)
         result = sha256_file(path)
-        after = path.stat()
-        unchanged = list(stat_key(after)) == key
-        if unchanged and time.time_ns() - stat.st_mtime_ns > RACY_WINDOW_NS:
-            self._entries[relpath] = [*key, result.sha256]
-            self._dirty = True
+        self.remember("files", relpath, path, stat, result.sha256)
         return result
 
     def save(self) -> None:
-        """Write the cache back if it changed; a read-only workspace just skips it."""
+        """Write the cache back if it changed; an unwritable cache folder just skips it."""
         if self.path is None or not self._dirty:
             return
-        payload = json.dumps({"version": CACHE_VERSION, "entries": self._entries})
+        payload = json.dumps({"version": CACHE_VERSION, **self._tables})
         with contextlib.suppress(OSError):
             write_text_atomic(self.path, payload)
         self._dirty = False

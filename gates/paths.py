@@ -4,53 +4,66 @@ from __future__ import annotations
 
 import os
 import stat
-from pathlib import Path, PurePosixPath
+from pathlib import Path
 
 from gates.errors import UnsafePathError
 
 
-def check_relpath(raw: str, *, what: str = "path") -> PurePosixPath:
-    """Validate the spelling of a workspace-relative path; raise UnsafePathError if unsafe."""
+def check_relpath(raw: str, *, what: str = "path") -> list[str]:
+    """Validate the spelling of a workspace-relative path and return its parts.
+
+    Raises UnsafePathError for an empty, absolute, backslashed or
+    non-normalized path (``..``, ``.`` or an empty component).
+    """
     if not raw or "\x00" in raw:
         raise UnsafePathError(f"{what} {raw!r} is empty or contains NUL")
     if "\\" in raw:
         raise UnsafePathError(
             f"{what} {raw!r} contains a backslash", hint="write workspace paths in POSIX form"
         )
-    path = PurePosixPath(raw)
-    if path.is_absolute():
+    if raw.startswith("/"):
         raise UnsafePathError(
             f"{what} {raw!r} is absolute",
             hint="give the path relative to the workspace root",
         )
-    if any(part in ("..", ".") for part in raw.split("/")) or "" in raw.split("/"):
+    parts = raw.split("/")
+    if any(part in ("..", ".", "") for part in parts):
         raise UnsafePathError(
             f"{what} {raw!r} is not a normalized workspace path (no '..', '.' or '//')",
             hint="give the path relative to the workspace root, inside it",
         )
-    return path
+    return parts
 
 
-def resolve_inside(root: Path, raw: str, *, what: str = "path") -> Path:
+def resolve_inside(
+    root: Path, raw: str, *, what: str = "path", checked_dirs: set[str] | None = None
+) -> Path:
     """Map a workspace-relative path to a real file path, refusing symlinks on the way.
 
     Every component is checked with lstat, so neither the file nor any folder
     above it may be a symlink; the result is therefore inside ``root``.
+    ``checked_dirs`` remembers folders already found to be real within one run.
     """
-    rel = check_relpath(raw, what=what)
-    current = root
-    for part in rel.parts:
-        current = current / part
+    parts = check_relpath(raw, what=what)
+    current = str(root)
+    for index, part in enumerate(parts):
+        current = f"{current}/{part}"
+        is_dir = index < len(parts) - 1
+        if is_dir and checked_dirs is not None and current in checked_dirs:
+            continue
         try:
             mode = os.lstat(current).st_mode
         except FileNotFoundError:
-            return root.joinpath(*rel.parts)
+            return root / raw
         if stat.S_ISLNK(mode):
+            link = "/".join(parts[: index + 1])
             raise UnsafePathError(
-                f"{what} {raw!r} goes through a symlink ({current.relative_to(root).as_posix()})",
+                f"{what} {raw!r} goes through a symlink ({link})",
                 hint="evidence must be a regular file inside the workspace, not a link",
             )
-    return current
+        if is_dir and checked_dirs is not None:
+            checked_dirs.add(current)
+    return root / raw
 
 
 def to_workspace_relpath(root: Path, given: str, cwd: Path) -> str:

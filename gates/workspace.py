@@ -22,10 +22,6 @@ class Workspace:
     def contracts_dir(self) -> Path:
         return self.root / self.config.contracts.dir
 
-    @property
-    def cache_dir(self) -> Path:
-        return self.root / ".gates" / "cache"
-
 
 def find_root(start: Path) -> Path:
     """The nearest folder at or above ``start`` that holds a gates.toml."""

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from gates.canonical import content_id, pretty_json
-from gates.hashing import StatCache
+from gates.hashing import StatCache, cache_file
 from gates.receipts.verify import JudgingContext, judge
 from tests.conftest import Workspace, commit_all, write
 
@@ -307,24 +307,63 @@ def test_show_prints_the_stamp_and_subjects(
     assert json.loads(as_json.out) == load(ws)
 
 
-def test_stat_cache_skips_rehashing_unchanged_subjects(
+def age(*paths: Path) -> None:
+    """Move mtimes past the racy window, as for files written before the audit."""
+    for path in paths:
+        old = path.stat().st_mtime_ns - 10_000_000_000
+        os.utime(path, ns=(old, old))
+
+
+def fresh_context(ws: Workspace) -> JudgingContext:
+    return JudgingContext(ws.root, StatCache(cache_file(ws.root)), True, None)
+
+
+def test_stat_cache_skips_rehashing_and_rechecking_unchanged_files(
     ws: Workspace, capsys: pytest.CaptureFixture[str]
 ) -> None:
     path = make_loss(ws)
     create(ws, capsys)
-    old = path.stat().st_mtime_ns - 10_000_000_000
-    os.utime(path, ns=(old, old))
-    context = JudgingContext(ws.root, StatCache(ws.root / ".gates/cache/c.json"), True, None)
-    judge(context, RECEIPT)
-    assert (context.cache.hits, context.cache.misses) == (0, 1)
-    context.cache.save()
-    again = JudgingContext(ws.root, StatCache(ws.root / ".gates/cache/c.json"), True, None)
-    judge(again, RECEIPT)
-    assert (again.cache.hits, again.cache.misses) == (1, 0)
+    age(path, ws.root / RECEIPT)
+    first = fresh_context(ws)
+    judge(first, RECEIPT)
+    assert (first.cache.hits, first.cache.misses) == (0, 2)  # the receipt and its subject
+    first.cache.save()
+    second = fresh_context(ws)
+    assert judge(second, RECEIPT).receipt is not None
+    assert (second.cache.hits, second.cache.misses) == (2, 0)
     path.write_text(path.read_text().replace("11.2", "11.3"))
-    third = JudgingContext(ws.root, StatCache(ws.root / ".gates/cache/c.json"), True, None)
+    third = fresh_context(ws)
     assert judge(third, RECEIPT).status == "rejected"
-    assert third.cache.misses == 1
+    assert (third.cache.hits, third.cache.misses) == (1, 1)
+
+
+def test_a_cached_receipt_that_is_then_edited_is_checked_again(
+    ws: Workspace, capsys: pytest.CaptureFixture[str]
+) -> None:
+    make_loss(ws)
+    create(ws, capsys, "--class", "probe")
+    age(ws.root / RECEIPT)
+    context = fresh_context(ws)
+    assert judge(context, RECEIPT).status == "probe"
+    context.cache.save()
+    document = load(ws)
+    document["evidenceClass"], document["formalWeight"], document["stampReasons"] = (
+        "formal",
+        1,
+        [],
+    )
+    rewrite(ws, document, reid=False)
+    assert str(judge(fresh_context(ws), RECEIPT).reason).startswith("id mismatch")
+
+
+def test_cache_lives_outside_the_workspace_and_can_be_turned_off(
+    ws: Workspace, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    location = cache_file(ws.root)
+    assert location is not None
+    assert not location.is_relative_to(ws.root)
+    monkeypatch.setenv("GATES_CACHE_DIR", "off")
+    assert cache_file(ws.root) is None
 
 
 def test_freshly_modified_files_are_not_cached(
@@ -332,7 +371,9 @@ def test_freshly_modified_files_are_not_cached(
 ) -> None:
     make_loss(ws)
     create(ws, capsys)
-    context = JudgingContext(ws.root, StatCache(ws.root / ".gates/cache/c.json"), True, None)
+    context = fresh_context(ws)
     judge(context, RECEIPT)
     context.cache.save()
-    assert not (ws.root / ".gates/cache/c.json").exists()
+    location = cache_file(ws.root)
+    assert location is not None
+    assert not location.exists()

@@ -12,7 +12,7 @@ from gates.contracts.loader import load_contracts
 from gates.engine import judging_context
 from gates.errors import ReceiptError
 from gates.freeze import evaluate_freeze
-from gates.hashing import StatCache
+from gates.hashing import StatCache, cache_file
 from gates.paths import to_workspace_relpath
 from gates.receipts.create import ReceiptRequest, create_receipt
 from gates.receipts.verify import Judgement, ReceiptRejectedError, Status, judge, read_receipt
@@ -21,7 +21,7 @@ from gates.workspace import Workspace
 
 
 def create(workspace: Workspace, request: ReceiptRequest, *, echo: Echo) -> int:
-    cache = StatCache(workspace.cache_dir / "stat-cache.json")
+    cache = StatCache(cache_file(workspace.root))
     receipt, path = create_receipt(workspace, request, cache=cache)
     cache.save()
     relpath = path.relative_to(workspace.root).as_posix()

@@ -95,6 +95,42 @@ def _stamp(
     return (EvidenceClass.PROBE if reasons else EvidenceClass.FORMAL), reasons
 
 
+def build_document(
+    request: ReceiptRequest,
+    subjects: list[dict[str, object]],
+    before: FreezeReport,
+    after: FreezeReport,
+) -> dict[str, object]:
+    """The receipt document, stamped and with its id, for subjects already hashed."""
+    evidence_class, reasons = _stamp(request.requested_class, before, after)
+    dirty = any(reason.code in _DIRTY for reason in before.reasons)
+    document: dict[str, object] = {
+        "receiptVersion": RECEIPT_VERSION,
+        "kind": request.kind.value,
+        "framework": request.framework.value if request.framework else None,
+        "createdAt": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+        "subjects": subjects,
+        "provenance": {
+            "gitHead": before.head,
+            "pin": before.pin if before.pin and _COMMIT.fullmatch(before.pin) else None,
+            "dirty": dirty,
+            "freezeVerdict": before.verdict,
+            "freezeReasons": before.messages(),
+            "sourceTree": None if dirty else before.head_source_tree,
+            "command": list(request.command) if request.command is not None else None,
+            "environment": dict(request.environment),
+            "profile": dict(request.profile),
+            "inputs": list(request.inputs),
+            "tool": f"gates {__version__}",
+        },
+        "evidenceClass": evidence_class.value,
+        "formalWeight": 1 if evidence_class is EvidenceClass.FORMAL else 0,
+        "stampReasons": reasons,
+    }
+    document["id"] = content_id(document)
+    return document
+
+
 def create_receipt(
     workspace: Workspace,
     request: ReceiptRequest,
@@ -126,32 +162,7 @@ def create_receipt(
         for rel, path, info in located
     ]
     after = evaluate_freeze(root, workspace.config)
-    evidence_class, reasons = _stamp(request.requested_class, before, after)
-    dirty = any(reason.code in _DIRTY for reason in before.reasons)
-    document: dict[str, object] = {
-        "receiptVersion": RECEIPT_VERSION,
-        "kind": request.kind.value,
-        "framework": request.framework.value if request.framework else None,
-        "createdAt": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
-        "subjects": subjects,
-        "provenance": {
-            "gitHead": before.head,
-            "pin": before.pin if before.pin and _COMMIT.fullmatch(before.pin) else None,
-            "dirty": dirty,
-            "freezeVerdict": before.verdict,
-            "freezeReasons": before.messages(),
-            "sourceTree": None if dirty else before.head_source_tree,
-            "command": list(request.command) if request.command is not None else None,
-            "environment": dict(request.environment),
-            "profile": dict(request.profile),
-            "inputs": list(request.inputs),
-            "tool": f"gates {__version__}",
-        },
-        "evidenceClass": evidence_class.value,
-        "formalWeight": 1 if evidence_class is EvidenceClass.FORMAL else 0,
-        "stampReasons": reasons,
-    }
-    document["id"] = content_id(document)
+    document = build_document(request, subjects, before, after)
     try:
         receipt = parse_receipt(document)
     except ReceiptRejectedError as exc:

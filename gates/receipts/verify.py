@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import contextlib
+import json
 import os
 import stat
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from enum import StrEnum
 from pathlib import Path
 
@@ -44,10 +46,19 @@ class Judgement:
         return 1 if self.status is Status.FORMAL else 0
 
 
-def read_receipt(root: Path, relpath: str) -> Receipt:
-    """Parse, schema-check and id-check one receipt file; raise ReceiptRejectedError."""
+def read_receipt(
+    root: Path,
+    relpath: str,
+    cache: StatCache | None = None,
+    checked_dirs: set[str] | None = None,
+) -> Receipt:
+    """Parse, schema-check and id-check one receipt file; raise ReceiptRejectedError.
+
+    With a cache, a receipt file whose stat key is unchanged since it last
+    passed skips the schema and id checks (the model still parses it).
+    """
     try:
-        path = resolve_inside(root, relpath, what="receipt")
+        path = resolve_inside(root, relpath, what="receipt", checked_dirs=checked_dirs)
         info = os.lstat(path)
     except UnsafePathError as exc:
         raise ReceiptRejectedError(exc.message) from None
@@ -59,11 +70,31 @@ def read_receipt(root: Path, relpath: str) -> Receipt:
         raise ReceiptRejectedError(
             f"receipt is {info.st_size} bytes, over the {MAX_RECEIPT_BYTES} limit"
         )
+    data = path.read_bytes()
+    known_id = cache.lookup("receipts", relpath, info) if cache else None
+    if known_id is not None:
+        # Unchanged since it passed every check, duplicate keys included.
+        with contextlib.suppress(ValueError, ReceiptRejectedError):
+            receipt = _validate_model(json.loads(data))
+            if receipt.id == known_id:
+                return receipt
     try:
-        document = strict_loads(path.read_bytes())
+        document = strict_loads(data)
     except (ValueError, UnicodeDecodeError) as exc:
         raise ReceiptRejectedError(f"malformed JSON: {exc}") from None
-    return parse_receipt(document)
+    receipt = parse_receipt(document)
+    if cache:
+        cache.remember("receipts", relpath, path, info, receipt.id)
+    return receipt
+
+
+def _validate_model(document: dict[str, object]) -> Receipt:
+    try:
+        return Receipt.model_validate(document)
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        where = ".".join(str(part) for part in first["loc"])
+        raise ReceiptRejectedError(f"invalid receipt at {where}: {first['msg']}") from None
 
 
 def parse_receipt(document: object) -> Receipt:
@@ -74,12 +105,7 @@ def parse_receipt(document: object) -> Receipt:
         raise ReceiptRejectedError(f"schema: {errors[0].json_path}: {errors[0].message}{more}")
     if not isinstance(document, dict):  # unreachable: the schema requires an object
         raise ReceiptRejectedError("receipt is not a JSON object")
-    try:
-        receipt = Receipt.model_validate(document)
-    except ValidationError as exc:
-        first = exc.errors()[0]
-        where = ".".join(str(part) for part in first["loc"])
-        raise ReceiptRejectedError(f"invalid receipt at {where}: {first['msg']}") from None
+    receipt = _validate_model(document)
     expected = content_id(document)
     if receipt.id != expected:
         raise ReceiptRejectedError(
@@ -89,7 +115,9 @@ def parse_receipt(document: object) -> Receipt:
     return receipt
 
 
-def check_subjects(root: Path, receipt: Receipt, cache: StatCache) -> None:
+def check_subjects(
+    root: Path, receipt: Receipt, cache: StatCache, checked_dirs: set[str] | None = None
+) -> None:
     """Every subject exists as a regular file inside the workspace with its recorded digest."""
     seen: set[str] = set()
     for subject in receipt.subjects:
@@ -97,7 +125,7 @@ def check_subjects(root: Path, receipt: Receipt, cache: StatCache) -> None:
             raise ReceiptRejectedError(f"subject {subject.path} is listed twice")
         seen.add(subject.path)
         try:
-            path = resolve_inside(root, subject.path, what="subject")
+            path = resolve_inside(root, subject.path, what="subject", checked_dirs=checked_dirs)
             info = os.lstat(path)
         except UnsafePathError as exc:
             raise ReceiptRejectedError(exc.message) from None
@@ -123,12 +151,13 @@ class JudgingContext:
     cache: StatCache
     freeze_discharged: bool
     pin_source_tree: str | None
+    checked_dirs: set[str] = field(default_factory=set)
 
 
 def judge(context: JudgingContext, relpath: str) -> Judgement:
     try:
-        receipt = read_receipt(context.root, relpath)
-        check_subjects(context.root, receipt, context.cache)
+        receipt = read_receipt(context.root, relpath, context.cache, context.checked_dirs)
+        check_subjects(context.root, receipt, context.cache, context.checked_dirs)
     except ReceiptRejectedError as exc:
         return Judgement(relpath, None, Status.REJECTED, str(exc))
     return Judgement(relpath, receipt, *_weigh(context, receipt))

@@ -57,4 +57,6 @@ def audit_object(result: AuditResult) -> dict[str, Any]:
 
 
 def render(result: AuditResult) -> str:
-    return json.dumps(audit_object(result), indent=2, ensure_ascii=False)
+    # Compact on purpose: the C encoder only runs without indent, and the
+    # object can list tens of thousands of receipts. Pipe through `jq` to read.
+    return json.dumps(audit_object(result), ensure_ascii=False)

@@ -1,0 +1,163 @@
+"""Benchmark the spine: `gates audit` and `audit_source_freeze.py` as ratios to plain git.
+
+Builds a repository of --files source files and a workspace with --receipts
+receipts (one small subject each), then times, in the same process and on the
+same repository:
+  * `git status --porcelain` against `gates audit` (cold stat cache, then warm);
+  * the raw git commands the freeze check needs against `audit_source_freeze.py`.
+Medians of --repeats runs. Only ratios are meaningful: the machines are shared.
+
+Usage: python bench/bench_audit.py [--files 5000] [--receipts 10000] [--repeats 5]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from gates.canonical import pretty_json
+from gates.commands.init import init
+from gates.freeze import evaluate_freeze
+from gates.hashing import sha256_file
+from gates.receipts.create import ReceiptRequest, build_document
+from gates.receipts.model import ArtifactKind, Framework
+from gates.workspace import open_workspace
+
+REPO = Path(__file__).resolve().parent.parent
+GIT_ENV = {
+    **os.environ,
+    "GIT_AUTHOR_NAME": "bench",
+    "GIT_AUTHOR_EMAIL": "bench@gates.invalid",
+    "GIT_COMMITTER_NAME": "bench",
+    "GIT_COMMITTER_EMAIL": "bench@gates.invalid",
+}
+PAST = time.time_ns() - 3600 * 10**9
+
+
+def git(root: Path, *args: str, stdin: bytes | None = None) -> bytes:
+    done = subprocess.run(
+        ["git", "-C", str(root), *args], input=stdin, capture_output=True, env=GIT_ENV, check=True
+    )
+    return done.stdout
+
+
+def build_repository(root: Path, files: int) -> None:
+    root.mkdir(parents=True)
+    git(root, "init", "-q", "-b", "main")
+    for index in range(files):
+        path = root / "paddleformers" / f"pkg{index // 100:03d}" / f"mod{index % 100:03d}.py"
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(f"VALUE_{index} = {index}\n")
+    git(root, "add", "-A")
+    git(root, "commit", "-q", "-m", "source")
+    init(root, pin="HEAD", force=False, echo=lambda _: None)
+
+
+def build_receipts(root: Path, count: int) -> None:
+    workspace = open_workspace(root)
+    freeze = evaluate_freeze(root, workspace.config)
+    assert freeze.verdict == "pass", freeze.messages()
+    for index in range(count):
+        relpath = f"results/run{index // 1000:02d}/step{index:05d}.json"
+        subject = root / relpath
+        subject.parent.mkdir(parents=True, exist_ok=True)
+        subject.write_text(json.dumps({"losses": [index * 0.5]}))
+        os.utime(subject, ns=(PAST, PAST))
+        digest = sha256_file(subject)
+        request = ReceiptRequest(
+            kind=ArtifactKind.LOSS, subjects=(relpath,), framework=Framework.PADDLE
+        )
+        subjects: list[dict[str, object]] = [
+            {"path": relpath, "sha256": digest.sha256, "size": digest.size}
+        ]
+        document = build_document(request, subjects, freeze, freeze)
+        receipt = subject.with_name(subject.stem + ".receipt.json")
+        receipt.write_text(pretty_json(document))
+        os.utime(receipt, ns=(PAST, PAST))
+
+
+def median_seconds(command: list[str], repeats: int, cwd: Path, shell: bool = False) -> float:
+    samples = []
+    for _ in range(repeats):
+        start = time.perf_counter()
+        subprocess.run(
+            command if not shell else command[0],
+            cwd=cwd,
+            shell=shell,
+            capture_output=True,
+            check=False,
+            env=GIT_ENV,
+        )
+        samples.append(time.perf_counter() - start)
+    return statistics.median(samples)
+
+
+def raw_freeze_git_script(root: Path, pin: str) -> str:
+    """The git commands `audit_source_freeze.py` runs, in one shell."""
+    governance = " ".join(
+        f"':(exclude,literal){path}'"
+        for path in ("gates.toml", "contracts", "results", "experiments", "outputs", ".gates")
+    )
+    status = (
+        "git status --porcelain=v2 -z --untracked-files=all --ignore-submodules=none "
+        f"-- . {governance}"
+    )
+    return (
+        f"cd {root} && export GIT_OPTIONAL_LOCKS=0 && {status} >/dev/null && "
+        f"printf 'HEAD\\n{pin}^{{commit}}\\n{pin}\\n' | git cat-file --batch-check >/dev/null && "
+        "git ls-tree -r -z --full-tree HEAD >/dev/null && "
+        f"{status} >/dev/null && printf 'HEAD\\n' | git cat-file --batch-check >/dev/null"
+    )
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--files", type=int, default=5000)
+    parser.add_argument("--receipts", type=int, default=10000)
+    parser.add_argument("--repeats", type=int, default=5)
+    parser.add_argument("--out", type=Path, default=REPO / "bench" / "out" / "audit.json")
+    args = parser.parse_args()
+    folder = Path(tempfile.mkdtemp(prefix="gates-bench-"))
+    root = folder / "ws"
+    try:
+        build_repository(root, args.files)
+        build_receipts(root, args.receipts)
+        pin = git(root, "rev-parse", "HEAD").decode().strip()
+        gates = [sys.executable, "-m", "gates", "-C", str(root), "audit", "--format", "json"]
+        git_status = median_seconds(["git", "status", "--porcelain"], args.repeats, root)
+        shutil.rmtree(root / ".gates", ignore_errors=True)
+        cold = median_seconds(gates, 1, root)
+        warm = median_seconds(gates, args.repeats, root)
+        report = json.loads(subprocess.run(gates, capture_output=True, check=False).stdout)
+        formal = sum(r["status"] == "formal" for r in report["receipts"])
+        script = [sys.executable, str(REPO / "audit_source_freeze.py"), "-C", str(root)]
+        freeze = median_seconds(script, args.repeats, root)
+        raw = median_seconds([raw_freeze_git_script(root, pin)], args.repeats, root, shell=True)
+        results = {
+            "files": args.files,
+            "receipts": args.receipts,
+            "receipts_judged_formal": formal,
+            "audit_cold_over_git_status": round(cold / git_status, 2),
+            "audit_warm_over_git_status": round(warm / git_status, 2),
+            "audit_cold_over_warm": round(cold / warm, 2),
+            "freeze_script_over_raw_git": round(freeze / raw, 2),
+        }
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    args.out.write_text(json.dumps(results, indent=2) + "\n")
+    for key, value in results.items():
+        print(f"{key:32} {value}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,24 @@
+"""`gates demo` runs the real pipeline end to end on a workspace it builds itself."""
+
+from __future__ import annotations
+
+import pytest
+
+from tests.conftest import run_gates
+
+
+def test_demo_shows_blocked_then_pinned_states(capsys: pytest.CaptureFixture[str]) -> None:
+    result = run_gates(capsys, "demo")
+    assert result.code == 0, result.err
+    blocked, pinned = result.out.split("== (b)")
+    assert "receipt for results/paddle/loss.json: probe/0" in blocked
+    assert "pin_resolves: no pin set" in blocked
+    assert "receipt for results/paddle/loss.json: formal/1" in pinned
+    freeze_row = next(
+        line
+        for line in pinned.splitlines()
+        if line.startswith("contract_environment.source-freeze-head-vs-pin")
+    )
+    assert "discharged  4/4" in freeze_row
+    assert "receipts: 2 (2 formal, 0 probe, 0 rejected)" in pinned
+    assert pinned.count("verdict=blocked") == 1
