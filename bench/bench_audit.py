@@ -26,7 +26,7 @@ from pathlib import Path
 from gates.canonical import pretty_json
 from gates.commands.init import init
 from gates.freeze import evaluate_freeze
-from gates.hashing import sha256_file
+from gates.hashing import cache_file, sha256_file
 from gates.receipts.create import ReceiptRequest, build_document
 from gates.receipts.model import ArtifactKind, Framework
 from gates.workspace import open_workspace
@@ -84,38 +84,52 @@ def build_receipts(root: Path, count: int) -> None:
         os.utime(receipt, ns=(PAST, PAST))
 
 
-def median_seconds(command: list[str], repeats: int, cwd: Path, shell: bool = False) -> float:
+Step = tuple[list[str], bytes | None]
+
+
+def median_seconds(steps: list[Step], repeats: int, cwd: Path) -> float:
+    """Median wall time of running ``steps`` (command, stdin) one after the other."""
     samples = []
     for _ in range(repeats):
         start = time.perf_counter()
-        subprocess.run(
-            command if not shell else command[0],
-            cwd=cwd,
-            shell=shell,
-            capture_output=True,
-            check=False,
-            env=GIT_ENV,
-        )
+        for command, stdin in steps:
+            subprocess.run(
+                command,
+                input=stdin,
+                cwd=cwd,
+                capture_output=True,
+                check=False,
+                env={**GIT_ENV, "GIT_OPTIONAL_LOCKS": "0"},
+            )
         samples.append(time.perf_counter() - start)
     return statistics.median(samples)
 
 
-def raw_freeze_git_script(root: Path, pin: str) -> str:
-    """The git commands `audit_source_freeze.py` runs, in one shell."""
-    governance = " ".join(
-        f"':(exclude,literal){path}'"
+def raw_freeze_git_steps(pin: str) -> list[Step]:
+    """The git commands `audit_source_freeze.py` runs on a pinned clean tree, as plain calls."""
+    governance = [
+        f":(exclude,literal){path}"
         for path in ("gates.toml", "contracts", "results", "experiments", "outputs", ".gates")
-    )
-    status = (
-        "git status --porcelain=v2 -z --untracked-files=all --ignore-submodules=none "
-        f"-- . {governance}"
-    )
-    return (
-        f"cd {root} && export GIT_OPTIONAL_LOCKS=0 && {status} >/dev/null && "
-        f"printf 'HEAD\\n{pin}^{{commit}}\\n{pin}\\n' | git cat-file --batch-check >/dev/null && "
-        "git ls-tree -r -z --full-tree HEAD >/dev/null && "
-        f"{status} >/dev/null && printf 'HEAD\\n' | git cat-file --batch-check >/dev/null"
-    )
+    ]
+    status = [
+        "git",
+        "status",
+        "--porcelain=v2",
+        "-z",
+        "--untracked-files=all",
+        "--ignore-submodules=none",
+        "--",
+        ".",
+        *governance,
+    ]
+    batch = ["git", "cat-file", "--batch-check"]
+    return [
+        (status, None),
+        (batch, f"HEAD\n{pin}^{{commit}}\n{pin}\n".encode()),
+        (["git", "ls-tree", "-r", "-z", "--full-tree", "HEAD"], None),
+        (status, None),
+        (batch, b"HEAD\n"),
+    ]
 
 
 def main() -> int:
@@ -132,15 +146,17 @@ def main() -> int:
         build_receipts(root, args.receipts)
         pin = git(root, "rev-parse", "HEAD").decode().strip()
         gates = [sys.executable, "-m", "gates", "-C", str(root), "audit", "--format", "json"]
-        git_status = median_seconds(["git", "status", "--porcelain"], args.repeats, root)
-        shutil.rmtree(root / ".gates", ignore_errors=True)
-        cold = median_seconds(gates, 1, root)
-        warm = median_seconds(gates, args.repeats, root)
+        git_status = median_seconds([(["git", "status", "--porcelain"], None)], args.repeats, root)
+        cache = cache_file(root)
+        if cache is not None:
+            cache.unlink(missing_ok=True)
+        cold = median_seconds([(gates, None)], 1, root)
+        warm = median_seconds([(gates, None)], args.repeats, root)
         report = json.loads(subprocess.run(gates, capture_output=True, check=False).stdout)
         formal = sum(r["status"] == "formal" for r in report["receipts"])
         script = [sys.executable, str(REPO / "audit_source_freeze.py"), "-C", str(root)]
-        freeze = median_seconds(script, args.repeats, root)
-        raw = median_seconds([raw_freeze_git_script(root, pin)], args.repeats, root, shell=True)
+        freeze = median_seconds([(script, None)], args.repeats, root)
+        raw = median_seconds(raw_freeze_git_steps(pin), args.repeats, root)
         results = {
             "files": args.files,
             "receipts": args.receipts,
