@@ -14,10 +14,12 @@ import click
 
 from gates import __version__, exitcodes
 from gates.commands import audit as audit_command
+from gates.commands import check as check_command
 from gates.commands import demo as demo_command
 from gates.commands import freeze as freeze_command
 from gates.commands import init as init_command
 from gates.commands import receipt as receipt_command
+from gates.commands import steps as steps_command
 from gates.errors import GatesError
 from gates.receipts.create import ReceiptRequest
 from gates.receipts.model import ArtifactKind, EvidenceClass, Framework
@@ -215,6 +217,94 @@ def receipt_show(state: State, path: str, output_format: str) -> None:
     """Print one receipt."""
     code = receipt_command.show(
         state.workspace(), path, cwd=Path.cwd(), as_json=output_format == "json", echo=_echo
+    )
+    sys.exit(code)
+
+
+@cli.group()
+def check() -> None:
+    """Checkers: compare losses; each writes its output and a receipt."""
+
+
+@check.command("loss")
+@click.argument("reference")
+@click.argument("candidate")
+@click.option("--required-steps", type=click.IntRange(min=0), default=100, show_default=True)
+@click.option(
+    "--bit-exact", is_flag=True, help="Exit 1 unless the required steps are bit-identical."
+)
+@click.option(
+    "-o",
+    "--output",
+    metavar="RECEIPT",
+    default="outputs/loss_check.receipt.json",
+    show_default=True,
+    help="Receipt path; the checker output goes beside it (.json).",
+)
+@_FORMAT
+@pass_state
+def check_loss(
+    state: State,
+    reference: str,
+    candidate: str,
+    required_steps: int,
+    bit_exact: bool,
+    output: str,
+    output_format: str,
+) -> None:
+    """Compare REFERENCE and CANDIDATE losses (loss.json or raw_loss.jsonl, or run folders)."""
+    code = check_command.check_loss(
+        state.workspace(),
+        reference,
+        candidate,
+        required_steps=required_steps,
+        bit_exact=bit_exact,
+        output=output,
+        cwd=Path.cwd(),
+        as_json=output_format == "json",
+        echo=_echo,
+    )
+    sys.exit(code)
+
+
+@check.command("determinism")
+@click.argument("runs", nargs=-1, required=True)
+@click.option(
+    "-o",
+    "--output",
+    metavar="RECEIPT",
+    default="outputs/determinism_check.receipt.json",
+    show_default=True,
+    help="Receipt path; the checker output goes beside it (.json).",
+)
+@_FORMAT
+@pass_state
+def check_determinism(state: State, runs: tuple[str, ...], output: str, output_format: str) -> None:
+    """Repeats of one side and profile: are all RUNS bit-identical?"""
+    code = check_command.check_determinism(
+        state.workspace(),
+        runs,
+        output=output,
+        cwd=Path.cwd(),
+        as_json=output_format == "json",
+        echo=_echo,
+    )
+    sys.exit(code)
+
+
+@cli.command()
+@click.option(
+    "--limit",
+    type=int,
+    default=None,
+    help="Ledger rows to print (default: the required steps; 0: all).",
+)
+@_FORMAT
+@pass_state
+def steps(state: State, limit: int | None, output_format: str) -> None:
+    """formal_alignment_steps = N / required, why, and the per-step ledger."""
+    code = steps_command.steps(
+        state.workspace(), limit=limit, as_json=output_format == "json", echo=_echo
     )
     sys.exit(code)
 

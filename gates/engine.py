@@ -7,12 +7,15 @@ no receipt was rejected.
 
 from __future__ import annotations
 
+import dataclasses
 import os
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
+from gates.alignment import Alignment, formal_alignment
+from gates.contracts import results_schema_and_provenance as results_contract
 from gates.contracts.loader import ContractFileError, load_contracts
 from gates.contracts.model import (
     ContractResult,
@@ -31,7 +34,7 @@ from gates.receipts.model import RECEIPT_SUFFIX, Receipt
 from gates.receipts.verify import Judgement, JudgingContext, Status, judge
 from gates.workspace import Workspace
 
-RESULTS_CHECK = "results_schema_and_provenance"
+RESULTS_CHECK = results_contract.CHECK
 
 
 @dataclass(frozen=True)
@@ -41,9 +44,27 @@ class AuditResult:
     freeze: FreezeReport
     contracts: tuple[ContractResult, ...]
     receipts: tuple[Judgement, ...]
-    formal_alignment_steps: int
-    required_steps: int
+    alignment: Alignment
     configuration_errors: tuple[str, ...]
+
+    @property
+    def formal_alignment_steps(self) -> int:
+        return self.alignment.steps
+
+    @property
+    def required_steps(self) -> int:
+        return self.alignment.required
+
+
+@dataclass(frozen=True)
+class WorkspaceState:
+    """The freeze, the contract files and every receipt, judged once."""
+
+    workspace: Workspace
+    freeze: FreezeReport
+    loaded: list[tuple[Path, ContractSpec]]
+    file_errors: list[ContractFileError]
+    receipts: tuple[Judgement, ...]
 
 
 def discover_receipts(root: Path, locations: tuple[str, ...]) -> tuple[list[str], list[Judgement]]:
@@ -94,7 +115,52 @@ def judge_receipts(workspace: Workspace, context: JudgingContext) -> tuple[Judge
     paths, judgements = discover_receipts(workspace.root, workspace.config.evidence.locations)
     judgements += [judge(context, path) for path in paths]
     context.cache.save()
-    return tuple(sorted(judgements, key=lambda j: j.path))
+    return tuple(sorted(check_inputs(judgements), key=lambda j: j.path))
+
+
+def check_inputs(judgements: list[Judgement]) -> list[Judgement]:
+    """A receipt derived from others (provenance.inputs) is no better than its inputs.
+
+    An input that is not an accepted receipt here (tampered, changed, removed)
+    rejects the derived receipt; a probe input makes a formal one probe.
+    Repeated until nothing changes, so chains of checks propagate.
+    """
+    changed = True
+    while changed:
+        changed = False
+        accepted = {
+            j.receipt.id: j for j in judgements if j.receipt and j.status is not Status.REJECTED
+        }
+        for index, judgement in enumerate(judgements):
+            downgraded = _downgrade(judgement, accepted)
+            if downgraded is not None:
+                judgements[index] = downgraded
+                changed = True
+    return judgements
+
+
+def _downgrade(judgement: Judgement, accepted: dict[str, Judgement]) -> Judgement | None:
+    receipt = judgement.receipt
+    if receipt is None or judgement.status is Status.REJECTED:
+        return None
+    for input_id in receipt.provenance.inputs:
+        source = accepted.get(input_id)
+        if source is None:
+            return Judgement(
+                judgement.path,
+                receipt,
+                Status.REJECTED,
+                f"input receipt {input_id[:19]}... is not an accepted receipt in this "
+                "workspace (tampered, changed or removed)",
+            )
+        if source.status is Status.PROBE and judgement.status is Status.FORMAL:
+            return Judgement(
+                judgement.path,
+                receipt,
+                Status.PROBE,
+                f"input receipt {source.path} counts as probe",
+            )
+    return None
 
 
 def _normalize(value: str | int | bool) -> str:
@@ -147,7 +213,7 @@ def evaluate_contract(path: Path, spec: ContractSpec, context: EvaluationContext
 
 
 def _with_evidence(context: EvaluationContext, evidence: tuple[Evidence, ...]) -> EvaluationContext:
-    return EvaluationContext(context.workspace, context.freeze, context.receipts, evidence)
+    return dataclasses.replace(context, evidence=evidence)
 
 
 def _error_result(
@@ -187,34 +253,55 @@ def _freeze_discharged(loaded: list[tuple[Path, ContractSpec]], context: Evaluat
     )
 
 
-def run_audit(
+def judge_workspace(
     workspace: Workspace, *, between_reads: Callable[[], None] | None = None
-) -> AuditResult:
+) -> WorkspaceState:
     freeze = evaluate_freeze(workspace.root, workspace.config, between_reads=between_reads)
     loaded, file_errors = load_contracts(workspace.contracts_dir)
     receipts = judge_receipts(workspace, judging_context(workspace, freeze, loaded))
-    context = EvaluationContext(workspace, freeze, receipts)
-    results = [evaluate_contract(path, spec, context) for path, spec in loaded]
-    results += [_broken_file_result(error, workspace.root) for error in file_errors]
-    blockers = _blockers(results, receipts)
-    return AuditResult(
-        verdict="blocked" if blockers else "pass",
-        blockers=tuple(blockers),
-        freeze=freeze,
-        contracts=tuple(results),
-        receipts=receipts,
-        formal_alignment_steps=0,
-        required_steps=_required_steps(loaded),
-        configuration_errors=tuple(f"{e.source}: {e.message}" for e in file_errors),
+    return WorkspaceState(workspace, freeze, loaded, file_errors, receipts)
+
+
+def alignment_for(state: WorkspaceState, spec: ContractSpec | None) -> Alignment:
+    """formal_alignment_steps as the results contract defines it (0 / 0 without one)."""
+    if spec is None:
+        return Alignment(0, 0, f"no {RESULTS_CHECK} contract in the contract set")
+    try:
+        params = results_contract.parse_params(spec.params)
+    except EvaluationError as exc:
+        return Alignment(0, 0, f"{spec.id}: {exc}")
+    evidence = contract_evidence(spec, state.receipts)
+    return formal_alignment(
+        state.workspace,
+        evidence,
+        params.required_steps,
+        params.reference_framework,
+        params.candidate_framework,
     )
 
 
-def _required_steps(loaded: list[tuple[Path, ContractSpec]]) -> int:
-    for _, spec in loaded:
-        value = spec.params.get("required_steps")
-        if spec.check == RESULTS_CHECK and isinstance(value, int) and not isinstance(value, bool):
-            return value
-    return 0
+def results_spec(loaded: list[tuple[Path, ContractSpec]]) -> ContractSpec | None:
+    return next((spec for _, spec in loaded if spec.check == RESULTS_CHECK), None)
+
+
+def run_audit(
+    workspace: Workspace, *, between_reads: Callable[[], None] | None = None
+) -> AuditResult:
+    state = judge_workspace(workspace, between_reads=between_reads)
+    alignment = alignment_for(state, results_spec(state.loaded))
+    context = EvaluationContext(workspace, state.freeze, state.receipts, alignment=alignment)
+    results = [evaluate_contract(path, spec, context) for path, spec in state.loaded]
+    results += [_broken_file_result(error, workspace.root) for error in state.file_errors]
+    blockers = _blockers(results, state.receipts)
+    return AuditResult(
+        verdict="blocked" if blockers else "pass",
+        blockers=tuple(blockers),
+        freeze=state.freeze,
+        contracts=tuple(results),
+        receipts=state.receipts,
+        alignment=alignment,
+        configuration_errors=tuple(f"{e.source}: {e.message}" for e in state.file_errors),
+    )
 
 
 def _blockers(results: list[ContractResult], receipts: tuple[Judgement, ...]) -> list[str]:

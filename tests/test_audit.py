@@ -48,12 +48,12 @@ def test_fresh_workspace_is_blocked_by_contracts_without_evaluators(
     assert code == 1
     assert report["verdict"] == "blocked"
     assert contract(report, FREEZE_ID)["dischargeStatus"] == "discharged"
-    manifest = contract(report, "contract_environment.manifest-format-key")
-    assert manifest["dischargeStatus"] == "error"
-    criteria = manifest["criteria"]
+    inventory = contract(report, "contract_environment.tensor-inventory")
+    assert inventory["dischargeStatus"] == "error"
+    criteria = inventory["criteria"]
     assert isinstance(criteria, list)
     assert criteria[0]["met"] is False
-    assert "no evaluator named 'manifest_format_key'" in criteria[0]["detail"]
+    assert "no evaluator named 'tensor_inventory'" in criteria[0]["detail"]
     assert report["required_steps"] == 100
     assert report["formal_alignment_steps"] == 0
 

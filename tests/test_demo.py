@@ -19,6 +19,6 @@ def test_demo_shows_blocked_then_pinned_states(capsys: pytest.CaptureFixture[str
         for line in pinned.splitlines()
         if line.startswith("contract_environment.source-freeze-head-vs-pin")
     )
-    assert "discharged  4/4" in freeze_row
+    assert freeze_row.split()[2:4] == ["discharged", "4/4"]
     assert "receipts: 2 (2 formal, 0 probe, 0 rejected)" in pinned
     assert pinned.count("verdict=blocked") == 1

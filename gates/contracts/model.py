@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from enum import StrEnum
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 from pydantic import BaseModel, ConfigDict, Field, StrictBool, StringConstraints
 
@@ -13,6 +13,9 @@ from gates.freeze import FreezeReport
 from gates.receipts.model import ArtifactKind
 from gates.receipts.verify import Judgement
 from gates.workspace import Workspace
+
+if TYPE_CHECKING:
+    from gates.alignment import Alignment
 
 ContractId = Annotated[str, StringConstraints(pattern=r"^[a-z][a-z0-9_]*\.[a-z0-9][a-z0-9.-]*$")]
 
@@ -91,6 +94,7 @@ class EvaluationContext:
     freeze: FreezeReport
     receipts: tuple[Judgement, ...]
     evidence: tuple[Evidence, ...] = field(default=())
+    alignment: Alignment | None = None
 
 
 class EvaluationError(Exception):

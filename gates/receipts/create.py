@@ -46,6 +46,7 @@ class ReceiptRequest:
     inputs: tuple[str, ...] = ()
     output: str | None = None
     overwrite: bool = False
+    probe_reasons: tuple[str, ...] = ()
 
 
 def default_output(first_subject: str) -> str:
@@ -84,11 +85,12 @@ def _output_path(workspace: Workspace, request: ReceiptRequest) -> Path:
 
 
 def _stamp(
-    requested: EvidenceClass, before: FreezeReport, after: FreezeReport
+    request: ReceiptRequest, before: FreezeReport, after: FreezeReport
 ) -> tuple[EvidenceClass, list[str]]:
     reasons: list[str] = []
-    if requested is EvidenceClass.PROBE:
+    if request.requested_class is EvidenceClass.PROBE:
         reasons.append("probe requested")
+    reasons += request.probe_reasons
     reasons += [f"freeze blocked at creation: {message}" for message in before.messages()]
     if after.verdict != before.verdict or after.head != before.head:
         reasons.append("the source freeze changed while the receipt was being made")
@@ -102,7 +104,7 @@ def build_document(
     after: FreezeReport,
 ) -> dict[str, object]:
     """The receipt document, stamped and with its id, for subjects already hashed."""
-    evidence_class, reasons = _stamp(request.requested_class, before, after)
+    evidence_class, reasons = _stamp(request, before, after)
     dirty = any(reason.code in _DIRTY for reason in before.reasons)
     document: dict[str, object] = {
         "receiptVersion": RECEIPT_VERSION,

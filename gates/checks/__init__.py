@@ -1,0 +1,1 @@
+"""Checkers: pure comparisons whose outputs become `*_check` artifacts with receipts."""

@@ -1,0 +1,163 @@
+"""Comparing two loss series bit by bit (float64), and repeats of one run.
+
+Figures (DESIGN.md): length_match, enough_steps, consistent_steps (steps whose
+float64 bits are identical), first_divergence_step, max_diff, max_ulp,
+bit_exact_required_steps. -0.0 and 0.0 differ (1 ULP apart here).
+"""
+
+from __future__ import annotations
+
+from array import array
+from dataclasses import dataclass
+
+from gates.losses import LossSeries
+
+_SIGN = 1 << 63
+
+
+def _ordered(bits: int) -> int:
+    """Map float64 bit patterns (as signed int64) to integers in numeric order.
+
+    Positive floats keep their bits; negative ones go below zero, -0.0 to -1,
+    so the ULP distance of -0.0 and 0.0 is 1: they are different values here.
+    """
+    return bits if bits >= 0 else -(bits & (_SIGN - 1)) - 1
+
+
+def _as_int64(values: array[float]) -> array[int]:
+    ints = array("q")
+    ints.frombytes(values.tobytes())
+    return ints
+
+
+def bit_identical_prefix(a: array[float], b: array[float]) -> int:
+    """Length of the longest common prefix whose float64 bits are identical."""
+    length = min(len(a), len(b))
+    left, right = a.tobytes()[: length * 8], b.tobytes()[: length * 8]
+    if left == right:
+        return length
+    low, high = 0, length  # binary search on byte-slice equality, done in C
+    while low < high:
+        middle = (low + high + 1) // 2
+        if left[: middle * 8] == right[: middle * 8]:
+            low = middle
+        else:
+            high = middle - 1
+    return low
+
+
+@dataclass(frozen=True)
+class LossComparison:
+    reference_steps: int
+    candidate_steps: int
+    required_steps: int
+    length_match: bool
+    enough_steps: bool
+    consistent_steps: int
+    first_divergence_step: int | None
+    max_diff: float
+    max_ulp: int
+    bit_exact_required_steps: bool
+    reference_rounded: bool
+    candidate_rounded: bool
+
+    @property
+    def bit_comparable(self) -> bool:
+        return not (self.reference_rounded or self.candidate_rounded)
+
+    def figures(self) -> dict[str, object]:
+        return {
+            "reference_steps": self.reference_steps,
+            "candidate_steps": self.candidate_steps,
+            "required_steps": self.required_steps,
+            "length_match": self.length_match,
+            "enough_steps": self.enough_steps,
+            "consistent_steps": self.consistent_steps,
+            "first_divergence_step": self.first_divergence_step,
+            "max_diff": self.max_diff,
+            "max_ulp": self.max_ulp,
+            "bit_exact_required_steps": self.bit_exact_required_steps,
+            "reference_rounded": self.reference_rounded,
+            "candidate_rounded": self.candidate_rounded,
+            "bit_comparable": self.bit_comparable,
+        }
+
+
+def compare_losses(
+    reference: LossSeries, candidate: LossSeries, required_steps: int
+) -> LossComparison:
+    ref, cand = reference.values, candidate.values
+    common = min(len(ref), len(cand))
+    prefix = bit_identical_prefix(ref, cand)
+    ref_bits, cand_bits = _as_int64(ref), _as_int64(cand)
+    consistent = 0
+    max_diff = 0.0
+    max_ulp = 0
+    for index in range(common):
+        a, b = ref_bits[index], cand_bits[index]
+        if a == b:
+            consistent += 1
+            continue
+        max_diff = max(max_diff, abs(ref[index] - cand[index]))
+        max_ulp = max(max_ulp, abs(_ordered(a) - _ordered(b)))
+    comparable = not (reference.rounded or candidate.rounded)
+    enough = min(len(ref), len(cand)) >= required_steps
+    return LossComparison(
+        reference_steps=len(ref),
+        candidate_steps=len(cand),
+        required_steps=required_steps,
+        length_match=len(ref) == len(cand),
+        enough_steps=enough,
+        consistent_steps=consistent,
+        first_divergence_step=prefix + 1 if prefix < common else None,
+        max_diff=max_diff,
+        max_ulp=max_ulp,
+        bit_exact_required_steps=comparable and enough and prefix >= required_steps,
+        reference_rounded=reference.rounded,
+        candidate_rounded=candidate.rounded,
+    )
+
+
+@dataclass(frozen=True)
+class DeterminismResult:
+    runs: int
+    steps: int
+    deterministic_steps: int
+    first_differing_step: int | None
+    lengths_match: bool
+    rounded: bool
+    series_sha256: str | None
+
+    @property
+    def deterministic(self) -> bool:
+        return self.lengths_match and self.first_differing_step is None and not self.rounded
+
+    def figures(self) -> dict[str, object]:
+        return {
+            "runs": self.runs,
+            "steps": self.steps,
+            "deterministic_steps": self.deterministic_steps,
+            "first_differing_step": self.first_differing_step,
+            "lengths_match": self.lengths_match,
+            "rounded": self.rounded,
+            "deterministic": self.deterministic,
+            "series_sha256": self.series_sha256,
+        }
+
+
+def compare_repeats(series: list[LossSeries]) -> DeterminismResult:
+    """Repeats of one side and profile: the bit-identical prefix shared by all of them."""
+    first = series[0]
+    prefix = min(bit_identical_prefix(first.values, other.values) for other in series[1:])
+    shortest = min(len(s) for s in series)
+    lengths_match = all(len(s) == len(first) for s in series)
+    identical = lengths_match and prefix == len(first)
+    return DeterminismResult(
+        runs=len(series),
+        steps=len(first),
+        deterministic_steps=prefix,
+        first_differing_step=prefix + 1 if prefix < shortest else None,
+        lengths_match=lengths_match,
+        rounded=any(s.rounded for s in series),
+        series_sha256=first.digest() if identical else None,
+    )

@@ -1,0 +1,160 @@
+"""Check `results_schema_and_provenance`: the acceptance oracle.
+
+Schema half, per side: every required result file exists, is valid for its
+kind, and is bound by an accepted (not rejected) receipt. Equality half:
+formal_alignment_steps >= required_steps, the candidate's formal loss backed
+by identical repeats, and checkpoint hashes equal where asked. The schema
+half alone gives `discharging`.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictInt, ValidationError
+
+from gates.artifacts import KIND_BY_FILE_NAME, artifact_problem
+from gates.canonical import strict_loads
+from gates.contracts.model import Criterion, EvaluationContext, EvaluationError
+from gates.errors import UnsafePathError
+from gates.paths import check_relpath
+from gates.receipts.model import ArtifactKind, Framework
+from gates.receipts.verify import Judgement, Status
+
+CHECK = "results_schema_and_provenance"
+
+
+class Params(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    required_steps: StrictInt = Field(default=100, ge=0)
+    reference: str = "results/torch"
+    candidate: str = "results/paddle"
+    required_files: tuple[str, ...] = ("loss.json", "env.json")
+    reference_framework: Framework = Framework.TORCH
+    candidate_framework: Framework = Framework.PADDLE
+    min_repeats: StrictInt = Field(default=2, ge=0)
+    checkpoint_hash_equal: StrictBool = False
+
+
+def parse_params(raw: dict[str, Any]) -> Params:
+    try:
+        params = Params.model_validate(raw)
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        key = ".".join(str(part) for part in first["loc"])
+        raise EvaluationError(f"params.{key}: {first['msg']}") from None
+    try:
+        check_relpath(params.reference, what="params.reference")
+        check_relpath(params.candidate, what="params.candidate")
+    except UnsafePathError as exc:
+        raise EvaluationError(exc.message) from None
+    unknown = [name for name in params.required_files if name not in KIND_BY_FILE_NAME]
+    if unknown:
+        known = ", ".join(sorted(KIND_BY_FILE_NAME))
+        raise EvaluationError(f"params.required_files: unknown {unknown} (known: {known})")
+    return params
+
+
+def _bound(relpath: str, receipts: tuple[Judgement, ...]) -> bool:
+    return any(
+        j.receipt is not None
+        and j.status is not Status.REJECTED
+        and any(s.path == relpath for s in j.receipt.subjects)
+        for j in receipts
+    )
+
+
+def side_problems(context: EvaluationContext, folder: str, files: tuple[str, ...]) -> list[str]:
+    """Every missing, invalid or unreceipted required file of one side."""
+    root = context.workspace.root
+    problems = []
+    for name in files:
+        relpath = f"{folder}/{name}"
+        path = root / relpath
+        if not path.is_file() or path.is_symlink():
+            problems.append(f"{relpath} is missing")
+            continue
+        problem = artifact_problem(KIND_BY_FILE_NAME[name], path, relpath)
+        if problem:
+            problems.append(problem)
+        elif not _bound(relpath, context.receipts):
+            problems.append(
+                f"{relpath} is not bound by an accepted receipt "
+                f"(gates receipt create --kind {KIND_BY_FILE_NAME[name].value} --subject {relpath})"
+            )
+    return problems
+
+
+def _side(name: str, context: EvaluationContext, folder: str, files: tuple[str, ...]) -> Criterion:
+    problems = side_problems(context, folder, files)
+    detail = "; ".join(problems) or f"{', '.join(files)} present, valid and receipted in {folder}/"
+    return Criterion(f"{name}_results_valid", not problems, detail)
+
+
+def _alignment(context: EvaluationContext, params: Params) -> Criterion:
+    alignment = context.alignment
+    if alignment is None:
+        raise EvaluationError("formal_alignment_steps was not computed")
+    met = alignment.steps >= params.required_steps
+    detail = (
+        f"formal_alignment_steps = {alignment.steps} / {params.required_steps}: {alignment.why}"
+    )
+    return Criterion("formal_alignment_steps", met, detail)
+
+
+def _determinism_checks(context: EvaluationContext) -> list[tuple[Judgement, dict[str, Any]]]:
+    found = []
+    for item in context.evidence:
+        receipt = item.judgement.receipt
+        if not item.counts or receipt is None or receipt.kind is not ArtifactKind.LOSS_CHECK:
+            continue
+        try:
+            output = strict_loads((context.workspace.root / receipt.subjects[0].path).read_bytes())
+        except (OSError, ValueError):
+            continue
+        if isinstance(output, dict) and output.get("mode") == "determinism":
+            found.append((item.judgement, output))
+    return found
+
+
+def _repeats(context: EvaluationContext, params: Params) -> Criterion:
+    name = "candidate_repeats_identical"
+    chosen = context.alignment.chosen if context.alignment else None
+    if chosen is None:
+        return Criterion(name, False, "no formal candidate loss to back with repeats")
+    digest = chosen.candidate_series.digest()
+    for judgement, output in _determinism_checks(context):
+        if (
+            output.get("deterministic") is True
+            and output.get("series_sha256") == digest
+            and len(output.get("runs", [])) >= params.min_repeats
+        ):
+            runs = len(output["runs"])
+            return Criterion(name, True, f"{runs} identical repeats in {judgement.path}")
+    return Criterion(
+        name,
+        False,
+        f"no formal determinism check shows {params.min_repeats} identical repeats of "
+        f"{chosen.candidate_series.path} (gates check determinism RUN RUN ...)",
+    )
+
+
+def evaluate(context: EvaluationContext, raw: dict[str, Any]) -> list[Criterion]:
+    params = parse_params(raw)
+    criteria = [
+        _side("reference", context, params.reference, params.required_files),
+        _side("candidate", context, params.candidate, params.required_files),
+        _alignment(context, params),
+    ]
+    if params.min_repeats >= 2:
+        criteria.append(_repeats(context, params))
+    if params.checkpoint_hash_equal:
+        criteria.append(
+            Criterion(
+                "checkpoint_hash_match",
+                False,
+                "checkpoint canonical hashes are not compared by this version of gates",
+            )
+        )
+    return criteria
