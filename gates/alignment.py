@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from gates.checks.loss import bit_identical_prefix
 from gates.contracts.model import Evidence
 from gates.losses import LossFileError, LossSeries, read_losses
+from gates.paths import is_under
 from gates.receipts.model import ArtifactKind, Framework, Receipt
 from gates.receipts.verify import Judgement
 from gates.workspace import Workspace
@@ -52,19 +53,20 @@ def _profile_text(key: tuple[tuple[str, str], ...]) -> str:
     return " ".join(f"{k}={v}" for k, v in key) or "(no profile)"
 
 
-def _why_zero(evidence: tuple[Evidence, ...], sides: dict[str, Framework]) -> str:
-    losses = [e for e in evidence if e.judgement.receipt and e.judgement.receipt.kind in LOSS_KINDS]
-    if not losses:
-        return "no loss receipts: record results/*/loss.json with `gates receipt create`"
+def _why_zero(evidence: tuple[Evidence, ...], sides: dict[str, Side]) -> str:
     reasons = []
-    for side, framework in sides.items():
+    for name, side in sides.items():
         mine = [
-            e for e in losses if e.judgement.receipt and e.judgement.receipt.framework == framework
+            e
+            for e in evidence
+            if e.judgement.receipt
+            and e.judgement.receipt.kind in LOSS_KINDS
+            and side.owns(e.judgement.receipt)
         ]
         if not mine:
-            reasons.append(f"no {side} ({framework.value}) loss receipt")
+            reasons.append(f"no {name} loss receipt ({side.framework.value}, under {side.folder}/)")
         elif not any(e.counts for e in mine):
-            reasons.append(f"no formal {side} loss: {mine[0].judgement.path}: {mine[0].reason}")
+            reasons.append(f"no formal {name} loss: {mine[0].judgement.path}: {mine[0].reason}")
     return "; ".join(reasons) or "no formal reference and candidate losses of the same profile"
 
 
@@ -75,31 +77,51 @@ def _series(workspace: Workspace, judgement: Judgement) -> LossSeries:
     return read_losses(workspace.root / relpath, relpath)
 
 
+@dataclass(frozen=True)
+class Side:
+    """Where one side's result losses live and which framework made them."""
+
+    folder: str
+    framework: Framework
+
+    def owns(self, receipt: Receipt) -> bool:
+        return receipt.framework == self.framework and is_under(
+            receipt.subjects[0].path, (self.folder,)
+        )
+
+
 def formal_alignment(
     workspace: Workspace,
     evidence: tuple[Evidence, ...],
     required: int,
-    reference: Framework = Framework.TORCH,
-    candidate: Framework = Framework.PADDLE,
+    reference: Side,
+    candidate: Side,
 ) -> Alignment:
-    """Pair the counting loss receipts of both sides by profile and measure the prefix."""
+    """Pair the counting loss receipts of both sides by profile and measure the prefix.
+
+    A side's losses are the loss receipts of its framework whose subject lies
+    in its results folder; repeats kept elsewhere (experiments/) never pair.
+    """
     sides = {"reference": reference, "candidate": candidate}
-    grouped: dict[tuple[tuple[str, str], ...], dict[Framework, list[Judgement]]] = defaultdict(
+    grouped: dict[tuple[tuple[str, str], ...], dict[str, list[Judgement]]] = defaultdict(
         lambda: defaultdict(list)
     )
     for item in evidence:
         receipt = item.judgement.receipt
-        if item.counts and receipt is not None and receipt.kind in LOSS_KINDS and receipt.framework:
-            grouped[_profile_key(receipt)][receipt.framework].append(item.judgement)
+        if not item.counts or receipt is None or receipt.kind not in LOSS_KINDS:
+            continue
+        for name, side in sides.items():
+            if side.owns(receipt):
+                grouped[_profile_key(receipt)][name].append(item.judgement)
     candidates: list[tuple[int, str, tuple[Pair, ...]]] = []
     for profile, by_side in sorted(grouped.items()):
-        if not by_side[reference] or not by_side[candidate]:
+        if not by_side["reference"] or not by_side["candidate"]:
             continue
         try:
             pairs = tuple(
                 _pair(workspace, ref, cand)
-                for ref in by_side[reference]
-                for cand in by_side[candidate]
+                for ref in by_side["reference"]
+                for cand in by_side["candidate"]
             )
         except LossFileError as exc:
             candidates.append((0, f"profile {_profile_text(profile)}: {exc.one_line()}", ()))

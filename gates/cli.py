@@ -37,6 +37,10 @@ class State:
     def workspace(self) -> Workspace:
         return open_workspace(self.directory)
 
+    def cwd(self) -> Path:
+        """Relative paths on the command line start here (-C DIR, like git -C)."""
+        return self.directory.resolve()
+
 
 def _echo(text: str) -> None:
     click.echo(text)
@@ -204,7 +208,7 @@ def receipt_create(
 def receipt_verify(state: State, paths: tuple[str, ...], output_format: str) -> None:
     """Re-judge receipts as the audit would; exit 1 when any is rejected."""
     code = receipt_command.verify(
-        state.workspace(), paths, cwd=Path.cwd(), as_json=output_format == "json", echo=_echo
+        state.workspace(), paths, cwd=state.cwd(), as_json=output_format == "json", echo=_echo
     )
     sys.exit(code)
 
@@ -216,7 +220,7 @@ def receipt_verify(state: State, paths: tuple[str, ...], output_format: str) -> 
 def receipt_show(state: State, path: str, output_format: str) -> None:
     """Print one receipt."""
     code = receipt_command.show(
-        state.workspace(), path, cwd=Path.cwd(), as_json=output_format == "json", echo=_echo
+        state.workspace(), path, cwd=state.cwd(), as_json=output_format == "json", echo=_echo
     )
     sys.exit(code)
 
@@ -260,7 +264,7 @@ def check_loss(
         required_steps=required_steps,
         bit_exact=bit_exact,
         output=output,
-        cwd=Path.cwd(),
+        cwd=state.cwd(),
         as_json=output_format == "json",
         echo=_echo,
     )
@@ -285,7 +289,7 @@ def check_determinism(state: State, runs: tuple[str, ...], output: str, output_f
         state.workspace(),
         runs,
         output=output,
-        cwd=Path.cwd(),
+        cwd=state.cwd(),
         as_json=output_format == "json",
         echo=_echo,
     )

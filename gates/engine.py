@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
-from gates.alignment import Alignment, formal_alignment
+from gates.alignment import Alignment, Side, formal_alignment
 from gates.contracts import results_schema_and_provenance as results_contract
 from gates.contracts.loader import ContractFileError, load_contracts
 from gates.contracts.model import (
@@ -275,8 +275,8 @@ def alignment_for(state: WorkspaceState, spec: ContractSpec | None) -> Alignment
         state.workspace,
         evidence,
         params.required_steps,
-        params.reference_framework,
-        params.candidate_framework,
+        Side(params.reference, params.reference_framework),
+        Side(params.candidate, params.candidate_framework),
     )
 
 
