@@ -42,8 +42,8 @@ def receipt(
     kind: str,
     subject: str,
     framework: str | None = None,
+    *,
     profile: dict[str, str] | None = None,
-    *extra: str,
 ) -> None:
     args = [
         "receipt",
@@ -54,7 +54,6 @@ def receipt(
         subject,
         "--force",
         *profile_args(PROFILE if profile is None else profile),
-        *extra,
     ]
     if framework:
         args += ["--framework", framework]
