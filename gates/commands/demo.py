@@ -17,6 +17,7 @@ from gates import exitcodes
 from gates.commands import Echo
 from gates.commands.freeze import pin as pin_command
 from gates.commands.init import init as init_command
+from gates.commands.steps import render_text as render_steps
 from gates.engine import AuditResult, run_audit
 from gates.receipts.create import ReceiptRequest, create_receipt
 from gates.receipts.model import ArtifactKind, EvidenceClass, Framework
@@ -35,6 +36,8 @@ _SOURCE = {
     "paddleformers/glm_moe_dsa/configuration.py": "ROPE_INTERLEAVE = True\n",
     ".gitignore": ".gates/\n",
 }
+
+_LINT_EDIT = "def forward(hidden):\n    return hidden  # lint\n"
 
 _PROFILE = {
     "name": "minimum_complete",
@@ -65,21 +68,66 @@ def _write(root: Path, relpath: str, text: str) -> None:
     path.write_text(text, encoding="utf-8")
 
 
-def _record_losses(workspace: Workspace, echo: Echo) -> None:
-    for framework, first_loss in (("torch", 11.821396827697754), ("paddle", 11.811029434204102)):
-        relpath = f"results/{framework}/loss.json"
-        losses = [first_loss - step * 0.015625 for step in range(100)]
-        _write(workspace.root, relpath, json.dumps({"losses": losses}) + "\n")
+_ENV = {
+    "framework_version": "3.2.0",
+    "device_name": "NVIDIA H800",
+    "weights_loaded": True,
+    "revision": "b4734de4facf877f85769a911abafc5283eab3d9",
+    "model_config_sha256": "185f93ee" + "0" * 51 + "d859a",
+}
+
+
+def _losses(first: float) -> list[float]:
+    return [first - step * 0.015625 for step in range(100)]
+
+
+def _manifest(framework: str, *, with_format: bool) -> dict[str, object]:
+    profile: dict[str, object] = {
+        **_PROFILE,
+        "tp": 2,
+        "pp": 2,
+        "ep": 1,
+        "etp": 1,
+        "sp": True,
+        "world": 4,
+    }
+    manifest: dict[str, object] = {
+        "run_id": f"{framework}-100",
+        "entrypoint": f"{framework}_train.py",
+        "framework": framework,
+        "profile": profile,
+    }
+    return {"format": "gates.run-manifest/v1", **manifest} if with_format else manifest
+
+
+def _record_run(workspace: Workspace, framework: str, first_loss: float, *, fixed: bool) -> str:
+    """What one entrypoint run leaves: manifest, env, losses, and a receipt for each."""
+    folder = f"results/{framework}"
+    files = {
+        "manifest.json": (ArtifactKind.MANIFEST, _manifest(framework, with_format=fixed)),
+        "env.json": (ArtifactKind.ENV, {"framework": framework, **_ENV}),
+        "loss.json": (ArtifactKind.LOSS, {"losses": _losses(first_loss)}),
+    }
+    stamps = []
+    for name, (kind, document) in files.items():
+        _write(workspace.root, f"{folder}/{name}", json.dumps(document) + "\n")
         request = ReceiptRequest(
-            kind=ArtifactKind.LOSS,
-            subjects=(relpath,),
+            kind=kind,
+            subjects=(f"{folder}/{name}",),
             framework=Framework(framework),
             profile=_PROFILE,
             requested_class=EvidenceClass.FORMAL,
             overwrite=True,
         )
         receipt, _ = create_receipt(workspace, request)
-        echo(f"  receipt for {relpath}: {receipt.evidence_class.value}/{receipt.formal_weight}")
+        stamps.append(f"{name} {receipt.evidence_class.value}/{receipt.formal_weight}")
+    return f"  {folder}: " + ", ".join(stamps)
+
+
+def _record_runs(workspace: Workspace, echo: Echo, *, fixed: bool) -> None:
+    # The seed PR's step-1 pair: 11.821396827697754 (torch), 11.811029434204102 (paddle).
+    echo(_record_run(workspace, "torch", 11.821396827697754, fixed=fixed))
+    echo(_record_run(workspace, "paddle", 11.811029434204102, fixed=fixed))
 
 
 def _show(result: AuditResult, echo: Echo) -> None:
@@ -99,27 +147,29 @@ def demo(*, keep: bool, echo: Echo) -> int:
         echo(f"== a GLM-5.2 port workspace in {root}")
         init_command(root, pin=None, force=False, echo=echo)
 
-        echo("\n== (a) the state of the seed PR: no pin, a lint edit in flight")
-        _write(
-            root,
-            "paddleformers/glm_moe_dsa/modeling.py",
-            "def forward(hidden):\n    return hidden  # lint\n",
+        echo(
+            "\n== (a) the state of the seed PR: no pin, a lint edit in flight,"
+            " manifests without a format key"
         )
+        _write(root, "paddleformers/glm_moe_dsa/modeling.py", _LINT_EDIT)
         workspace = open_workspace(root)
-        _record_losses(workspace, echo)
+        _record_runs(workspace, echo, fixed=False)
         _show(run_audit(workspace), echo)
 
         echo("\n== (b) pin the source freeze, clean the tree, re-run the entrypoints")
         pin_command(workspace, "HEAD", echo=echo)
         _git(root, "checkout", "--", ".")
         workspace = open_workspace(root)
-        _record_losses(workspace, echo)
+        _record_runs(workspace, echo, fixed=True)
         result = run_audit(workspace)
         _show(result, echo)
+        echo("\n== gates steps (the release manager's number), first 3 ledger rows")
+        echo(render_steps(result.alignment, 3))
         echo(
-            "\nThe freeze contract is discharged and the receipts are formal. The other"
-            " contracts stay blocked until their evaluators and evidence exist: the"
-            " verdict never turns to pass on missing evidence."
+            "\nThe freeze and manifest contracts discharge and every receipt is formal."
+            " The acceptance oracle is discharging: its schema half is met on both"
+            " sides, its equality half is not, because the losses differ from step 1."
+            " The verdict stays blocked; it never turns to pass on missing evidence."
         )
         return exitcodes.OK
     finally:
