@@ -1,0 +1,1 @@
+"""Checkpoints: safetensors headers, file hygiene, canonical hashes, naming rules."""

@@ -1,0 +1,209 @@
+"""A safetensors header reader of our own: reads only the header, validates all of it.
+
+Format: an 8-byte little-endian header length N, N bytes of UTF-8 JSON (an
+object: tensor name -> {dtype, shape, data_offsets}, plus an optional
+`__metadata__` string -> string map), then the byte buffer. It accepts what the
+`safetensors` library accepts and rejects what it rejects (a differential test
+holds us to that), with one deliberate exception: a repeated JSON key, which
+the library resolves by keeping the last one, is rejected here, since two
+readers could then see two different checkpoints.
+
+The header length is checked against the file size before anything is read,
+so a hostile length of 2**63 allocates nothing.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import struct
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+MAX_HEADER_BYTES = 100_000_000
+USIZE_MAX = 2**64 - 1
+METADATA_KEY = "__metadata__"
+
+#: Every dtype of the format, with its size in bits.
+DTYPE_BITS: dict[str, int] = {
+    "BOOL": 8,
+    "F4": 4,
+    "F6_E2M3": 6,
+    "F6_E3M2": 6,
+    "U8": 8,
+    "I8": 8,
+    "F8_E5M2": 8,
+    "F8_E4M3": 8,
+    "F8_E8M0": 8,
+    "F8_E4M3FNUZ": 8,
+    "F8_E5M2FNUZ": 8,
+    "I16": 16,
+    "U16": 16,
+    "F16": 16,
+    "BF16": 16,
+    "I32": 32,
+    "U32": 32,
+    "F32": 32,
+    "C64": 64,
+    "F64": 64,
+    "I64": 64,
+    "U64": 64,
+}
+
+
+class HeaderError(ValueError):
+    """The file is not a valid safetensors file; the message says why."""
+
+
+@dataclass(frozen=True)
+class TensorEntry:
+    """One tensor of a header: where its bytes are, relative to the byte buffer."""
+
+    name: str
+    dtype: str
+    shape: tuple[int, ...]
+    start: int
+    end: int
+
+    @property
+    def nbytes(self) -> int:
+        return self.end - self.start
+
+
+@dataclass(frozen=True)
+class Header:
+    tensors: dict[str, TensorEntry]
+    metadata: dict[str, str] | None
+    data_start: int
+    file_size: int
+
+
+class _NegativeZero(int):
+    """JSON `-0`: Python reads it as the integer 0, serde_json as the float -0.0."""
+
+
+def _parse_int(text: str) -> int:
+    return _NegativeZero(0) if text == "-0" else int(text)
+
+
+def _unique_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    result: dict[str, Any] = {}
+    for key, value in pairs:
+        if key in result:
+            raise HeaderError(f"invalid JSON in header: duplicate key {key!r}")
+        result[key] = value
+    return result
+
+
+def _check_strings(value: Any) -> None:
+    """serde_json refuses lone UTF-16 surrogates; Python's json lets them through."""
+    if isinstance(value, str):
+        try:
+            value.encode("utf-8")
+        except UnicodeEncodeError:
+            raise HeaderError("invalid JSON in header: lone surrogate in a string") from None
+    elif isinstance(value, dict):
+        for key, item in value.items():
+            _check_strings(key)
+            _check_strings(item)
+    elif isinstance(value, list):
+        for item in value:
+            _check_strings(item)
+
+
+def _usize(value: Any, where: str) -> int:
+    if (
+        isinstance(value, bool | _NegativeZero)
+        or not isinstance(value, int)
+        or not 0 <= value <= USIZE_MAX
+    ):
+        raise HeaderError(f"invalid JSON in header: {where}: {value!r} is not an unsigned integer")
+    return value
+
+
+def _entry(name: str, info: Any) -> TensorEntry:
+    if not isinstance(info, dict):
+        raise HeaderError(f"invalid JSON in header: tensor {name!r} is not an object")
+    for field in ("dtype", "shape", "data_offsets"):
+        if field not in info:
+            raise HeaderError(f"invalid JSON in header: tensor {name!r}: missing field {field!r}")
+    dtype = info["dtype"]
+    if not isinstance(dtype, str) or dtype not in DTYPE_BITS:
+        raise HeaderError(f"invalid JSON in header: tensor {name!r}: unknown dtype {dtype!r}")
+    shape, offsets = info["shape"], info["data_offsets"]
+    if not isinstance(shape, list):
+        raise HeaderError(f"invalid JSON in header: tensor {name!r}: shape is not a list")
+    if not isinstance(offsets, list) or len(offsets) != 2:
+        raise HeaderError(f"invalid JSON in header: tensor {name!r}: data_offsets is not a pair")
+    dims = tuple(_usize(dim, f"tensor {name!r} shape") for dim in shape)
+    start, end = (_usize(offset, f"tensor {name!r} data_offsets") for offset in offsets)
+    return TensorEntry(name, dtype, dims, start, end)
+
+
+def _metadata(value: Any) -> dict[str, str] | None:
+    if value is None:
+        return None
+    if not isinstance(value, dict) or not all(isinstance(v, str) for v in value.values()):
+        raise HeaderError("invalid JSON in header: __metadata__ must map strings to strings")
+    return value
+
+
+def _check_layout(tensors: list[TensorEntry], buffer_size: int) -> None:
+    """Offsets contiguous from 0, sizes = elements x dtype size, buffer covered exactly."""
+    offset = 0
+    for entry in sorted(tensors, key=lambda t: (t.start, t.end)):
+        if entry.start != offset or entry.end < entry.start:
+            raise HeaderError(f"invalid offset for tensor {entry.name!r}")
+        elements = math.prod(entry.shape)
+        bits = elements * DTYPE_BITS[entry.dtype]
+        if elements > USIZE_MAX or bits > USIZE_MAX:
+            raise HeaderError(f"overflow computing the size of tensor {entry.name!r}")
+        if bits % 8:
+            raise HeaderError(f"tensor {entry.name!r} does not end on a byte boundary")
+        if bits // 8 != entry.nbytes:
+            raise HeaderError(
+                f"tensor {entry.name!r}: shape {list(entry.shape)} of {entry.dtype} needs "
+                f"{bits // 8} bytes, data_offsets give {entry.nbytes}"
+            )
+        offset = entry.end
+    if offset != buffer_size:
+        raise HeaderError(
+            f"incomplete metadata: the tensors cover {offset} of {buffer_size} buffer bytes"
+        )
+
+
+def parse_header(raw: bytes, file_size: int) -> Header:
+    """Validate header bytes (without the length prefix) for a file of ``file_size`` bytes."""
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise HeaderError(f"invalid UTF-8 in header: {exc.reason}") from None
+    try:
+        document = json.loads(text, object_pairs_hook=_unique_keys, parse_int=_parse_int)
+    except json.JSONDecodeError as exc:
+        raise HeaderError(f"invalid JSON in header: {exc.msg} at column {exc.colno}") from None
+    if not isinstance(document, dict):
+        raise HeaderError("invalid JSON in header: not an object")
+    _check_strings(document)
+    metadata = _metadata(document.pop(METADATA_KEY, None))
+    entries = [_entry(name, info) for name, info in document.items()]
+    data_start = 8 + len(raw)
+    _check_layout(entries, file_size - data_start)
+    return Header({e.name: e for e in entries}, metadata, data_start, file_size)
+
+
+def read_header(path: Path) -> Header:
+    """Read and validate the header of one safetensors file (never its tensor bytes)."""
+    with path.open("rb") as handle:
+        size = os.fstat(handle.fileno()).st_size
+        prefix = handle.read(8)
+        if len(prefix) < 8:
+            raise HeaderError("header too small: the file is shorter than 8 bytes")
+        (length,) = struct.unpack("<Q", prefix)
+        if length > MAX_HEADER_BYTES:
+            raise HeaderError(f"header too large: {length} bytes declared")
+        if 8 + length > size:
+            raise HeaderError(f"invalid header length: {length} bytes declared, file has {size}")
+        return parse_header(handle.read(length), size)
