@@ -24,7 +24,7 @@ from gates.atomic import write_text_atomic
 
 CHUNK = 4 * 1024 * 1024
 RACY_WINDOW_NS = 2_000_000_000
-CACHE_VERSION = 2
+CACHE_VERSION = 3
 
 
 @dataclass(frozen=True)
@@ -75,7 +75,7 @@ class StatCache:
         self.misses = 0
 
     def _load(self) -> dict[str, dict[str, list[object]]]:
-        empty: dict[str, dict[str, list[object]]] = {"files": {}, "receipts": {}}
+        empty: dict[str, dict[str, list[object]]] = {"files": {}, "receipts": {}, "shards": {}}
         if self.path is None:
             return empty
         try:

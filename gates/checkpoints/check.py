@@ -1,0 +1,129 @@
+"""The checkpoint checker's API: validity, hygiene, tensor count, digest; and pairs.
+
+Used by `gates check checkpoint`, `gates inventory diff` and the
+tensor-inventory contract, so all three see the same checkpoint the same way.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+from gates.checkpoints.content import ContentComparison, compare_content
+from gates.checkpoints.digest import checkpoint_digest, default_threads, hash_shards
+from gates.checkpoints.hygiene import Finding, hygiene
+from gates.checkpoints.layout import Checkpoint, load_checkpoint
+from gates.checkpoints.rules import RuleSet
+from gates.checkpoints.survey import Survey, survey
+from gates.hashing import StatCache
+
+
+@dataclass(frozen=True)
+class ShardRange:
+    """Slice `index` of `count`: every shard whose position p (sorted) has p % count == index."""
+
+    index: int
+    count: int
+
+    @classmethod
+    def parse(cls, text: str) -> ShardRange:
+        left, sep, right = text.partition("/")
+        if not sep or not left.isdigit() or not right.isdigit():
+            raise ValueError(f"{text!r} is not i/n (e.g. 0/4)")
+        index, count = int(left), int(right)
+        if count < 1 or not 0 <= index < count:
+            raise ValueError(f"{text!r}: need 0 <= i < n")
+        return cls(index, count)
+
+    def select(self, shards: list[str]) -> list[str]:
+        return [
+            s for position, s in enumerate(sorted(shards)) if position % self.count == self.index
+        ]
+
+
+@dataclass(frozen=True)
+class CheckpointReport:
+    path: str
+    checkpoint: Checkpoint
+    hygiene: tuple[Finding, ...]
+    contents: dict[str, str]
+    shards_hashed: tuple[str, ...]
+
+    @property
+    def valid(self) -> bool:
+        return self.checkpoint.valid
+
+    @property
+    def digest(self) -> str | None:
+        return checkpoint_digest(self.contents) if self.valid else None
+
+    def figures(self) -> dict[str, object]:
+        return {
+            "path": self.path,
+            "valid": self.valid,
+            "problems": list(self.checkpoint.problems),
+            "hygiene": [f.line() for f in self.hygiene],
+            "hygiene_clean": not self.hygiene,
+            "tensor_count": len(self.checkpoint.tensors),
+            "shard_count": len(self.checkpoint.shards),
+            "digest": self.digest,
+        }
+
+
+def check_checkpoint(
+    root: Path,
+    relpath: str,
+    *,
+    cache: StatCache,
+    threads: int | None = None,
+    shard_range: ShardRange | None = None,
+    hash_contents: bool = True,
+) -> CheckpointReport:
+    """Read headers, check hygiene, and hash the (selected) shards of one checkpoint."""
+    checkpoint = load_checkpoint(root / relpath)
+    findings = tuple(hygiene(root / relpath))
+    shards = sorted(checkpoint.shards)
+    selected = shard_range.select(shards) if shard_range else shards
+    contents: dict[str, str] = {}
+    if hash_contents and checkpoint.valid:
+        contents = hash_shards(
+            checkpoint,
+            selected,
+            cache=cache,
+            cache_prefix=relpath,
+            threads=threads or default_threads(),
+        )
+    return CheckpointReport(relpath, checkpoint, findings, contents, tuple(selected))
+
+
+@dataclass(frozen=True)
+class PairReport:
+    reference: CheckpointReport
+    candidate: CheckpointReport
+    survey: Survey
+    content: ContentComparison | None
+
+    def figures(self) -> dict[str, object]:
+        content = self.content
+        return {
+            "structural_differences": len(self.survey.structural),
+            "hash_match": content.hash_match if content else None,
+            "mapped_reference_digest": content.mapped_reference_digest if content else None,
+            "unequal_tensors": list(content.unequal) if content else [],
+            "mapping_problems": list(content.problems)
+            if content
+            else list(self.survey.rule_problems),
+        }
+
+
+def compare_pair(
+    reference: CheckpointReport, candidate: CheckpointReport, ruleset: RuleSet
+) -> PairReport:
+    """Survey the two inventories through the rules; compare content when both were hashed."""
+    found = survey(reference.checkpoint, candidate.checkpoint, ruleset)
+    content = None
+    if reference.valid and candidate.valid and reference.contents and candidate.contents:
+        content = compare_content(
+            found, reference.checkpoint, reference.contents, candidate.contents
+        )
+    return PairReport(reference, candidate, found, content)

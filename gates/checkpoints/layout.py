@@ -1,0 +1,128 @@
+"""A checkpoint folder: its shards, its index, and every tensor with the shard holding it.
+
+A folder holds one or more `*.safetensors` shards and, when sharded, a
+`model.safetensors.index.json` whose `weight_map` names the shard of every
+tensor. Problems are collected, never raised one at a time, so a report
+lists all of them: a shard that is not valid safetensors, an index entry whose
+shard is missing, outside the folder or disagrees with the shard's header, a
+tensor in two shards, a shard or tensor the index does not mention.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from gates.checkpoints.header import Header, HeaderError, TensorEntry, read_header
+from gates.errors import UnsafePathError
+from gates.paths import resolve_inside
+
+INDEX_NAME = "model.safetensors.index.json"
+SHARD_SUFFIX = ".safetensors"
+
+
+@dataclass(frozen=True)
+class Located:
+    """A tensor and the shard (path relative to the checkpoint folder) that holds it."""
+
+    shard: str
+    entry: TensorEntry
+
+
+@dataclass
+class Checkpoint:
+    folder: Path
+    shards: dict[str, Header] = field(default_factory=dict)
+    tensors: dict[str, Located] = field(default_factory=dict)
+    problems: list[str] = field(default_factory=list)
+    index_present: bool = False
+
+    @property
+    def valid(self) -> bool:
+        return not self.problems
+
+
+def shard_files(folder: Path) -> list[str]:
+    return sorted(p.name for p in folder.iterdir() if p.name.endswith(SHARD_SUFFIX))
+
+
+def _read_index(folder: Path, checkpoint: Checkpoint) -> dict[str, str] | None:
+    path = folder / INDEX_NAME
+    if not path.exists() and not path.is_symlink():
+        return None
+    checkpoint.index_present = True
+    try:
+        document = json.loads(path.read_bytes())
+    except (OSError, ValueError) as exc:
+        checkpoint.problems.append(f"{INDEX_NAME}: not valid JSON: {exc}")
+        return {}
+    weight_map = document.get("weight_map") if isinstance(document, dict) else None
+    if not isinstance(weight_map, dict) or not all(
+        isinstance(k, str) and isinstance(v, str) for k, v in weight_map.items()
+    ):
+        checkpoint.problems.append(f"{INDEX_NAME}: no weight_map of tensor name -> shard file")
+        return {}
+    return weight_map
+
+
+def _load_shard(folder: Path, name: str, checkpoint: Checkpoint) -> None:
+    try:
+        path = resolve_inside(folder, name, what="shard")
+    except UnsafePathError as exc:
+        checkpoint.problems.append(f"{INDEX_NAME}: {exc.message}")
+        return
+    if not path.is_file():
+        checkpoint.problems.append(f"shard {name} does not exist")
+        return
+    try:
+        checkpoint.shards[name] = read_header(path)
+    except HeaderError as exc:
+        checkpoint.problems.append(f"{name}: {exc}")
+    except OSError as exc:
+        checkpoint.problems.append(f"{name}: cannot read: {exc.strerror}")
+
+
+def _place_tensors(checkpoint: Checkpoint) -> None:
+    for shard, header in sorted(checkpoint.shards.items()):
+        for name, entry in header.tensors.items():
+            if name in checkpoint.tensors:
+                other = checkpoint.tensors[name].shard
+                checkpoint.problems.append(f"tensor {name} is in two shards: {other} and {shard}")
+                continue
+            checkpoint.tensors[name] = Located(shard, entry)
+
+
+def _check_index(weight_map: dict[str, str], checkpoint: Checkpoint, on_disk: list[str]) -> None:
+    for name, shard in sorted(weight_map.items()):
+        located = checkpoint.tensors.get(name)
+        if shard in checkpoint.shards and (located is None or located.shard != shard):
+            checkpoint.problems.append(
+                f"{INDEX_NAME}: {name} -> {shard}, but {shard} has no such tensor"
+            )
+    for name, located in sorted(checkpoint.tensors.items()):
+        if name not in weight_map:
+            checkpoint.problems.append(f"tensor {name} in {located.shard} is not in {INDEX_NAME}")
+    referenced = set(weight_map.values())
+    for shard in on_disk:
+        if shard not in referenced:
+            checkpoint.problems.append(f"shard {shard} is not referenced by {INDEX_NAME}")
+
+
+def load_checkpoint(folder: Path) -> Checkpoint:
+    """Read every shard header of ``folder`` (never tensor bytes) and cross-check the index."""
+    checkpoint = Checkpoint(folder)
+    if not folder.is_dir() or folder.is_symlink():
+        checkpoint.problems.append(f"{folder.name}: not a checkpoint folder")
+        return checkpoint
+    on_disk = shard_files(folder)
+    weight_map = _read_index(folder, checkpoint)
+    names = sorted(set(weight_map.values())) if weight_map else on_disk
+    if not names and not checkpoint.problems:
+        checkpoint.problems.append("no *.safetensors file in the folder")
+    for name in names:
+        _load_shard(folder, name, checkpoint)
+    _place_tensors(checkpoint)
+    if weight_map is not None and weight_map:
+        _check_index(weight_map, checkpoint, on_disk)
+    return checkpoint

@@ -1,0 +1,116 @@
+"""The structure-parity survey: every difference between two inventories, classified.
+
+After the rules map the reference inventory, each reference tensor whose
+name, dtype or shape is not the same on the candidate side is one difference,
+and so is each candidate tensor nothing explains:
+
+- `naming`: explained by a rename, fuse or split (the rules are named);
+- `dtype`: only a declared cast;
+- `layout`: only a transpose;
+- `structural`: missing, extra, or a dtype or shape change no rule declares.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import dataclass, field
+
+from gates.checkpoints.layout import Checkpoint
+from gates.checkpoints.rules import Node, RuleSet, expect
+
+CLASSES = ("naming", "layout", "dtype", "structural")
+
+
+@dataclass(frozen=True)
+class Difference:
+    klass: str
+    reference: tuple[str, ...]
+    candidate: tuple[str, ...]
+    rules: tuple[str, ...]
+    detail: str
+
+    def to_json(self) -> dict[str, object]:
+        return {
+            "class": self.klass,
+            "reference": list(self.reference),
+            "candidate": list(self.candidate),
+            "rules": list(self.rules),
+            "detail": self.detail,
+        }
+
+
+@dataclass(frozen=True)
+class Survey:
+    reference_count: int
+    candidate_count: int
+    matched: dict[str, Node]
+    differences: tuple[Difference, ...]
+    rule_problems: tuple[str, ...] = field(default=())
+
+    def counts(self) -> dict[str, int]:
+        tally = Counter(d.klass for d in self.differences)
+        return {klass: tally.get(klass, 0) for klass in CLASSES}
+
+    @property
+    def structural(self) -> list[Difference]:
+        return [d for d in self.differences if d.klass == "structural"]
+
+
+def inventory(checkpoint: Checkpoint) -> dict[str, tuple[str, tuple[int, ...]]]:
+    return {name: (t.entry.dtype, t.entry.shape) for name, t in checkpoint.tensors.items()}
+
+
+def _describe(dtype: str, shape: tuple[int, ...]) -> str:
+    return f"{dtype} {list(shape)}"
+
+
+def _klass(node: Node) -> str:
+    ops = node.ops()
+    if ops & {"rename", "fuse", "split"}:
+        return "naming"
+    return "dtype" if "cast" in ops else "layout"
+
+
+def survey(reference: Checkpoint, candidate: Checkpoint, ruleset: RuleSet) -> Survey:
+    """Map the reference through the rules and classify every difference with the candidate."""
+    found = inventory(candidate)
+    expectation = expect(inventory(reference), ruleset)
+    matched: dict[str, Node] = {}
+    by_leaf: dict[str, Difference] = {}
+    for name, node in sorted(expectation.nodes.items()):
+        leaves = node.leaves()
+        actual = found.get(name)
+        if actual is None:
+            detail = f"missing on the candidate side (expected as {name})"
+            for leaf in leaves:
+                by_leaf[leaf.name] = Difference("structural", (leaf.name,), (), node.rules, detail)
+            continue
+        if actual != (node.dtype, node.shape):
+            detail = (
+                f"{name}: expected {_describe(node.dtype, node.shape)}, found {_describe(*actual)}"
+            )
+            for leaf in leaves:
+                by_leaf[leaf.name] = Difference(
+                    "structural", (leaf.name,), (name,), node.rules, detail
+                )
+            continue
+        matched[name] = node
+        if node.op == "leaf":
+            continue
+        for leaf in leaves:
+            previous = by_leaf.get(leaf.name)
+            targets = (*previous.candidate, name) if previous else (name,)
+            detail = f"{leaf.name} -> {', '.join(targets)}"
+            by_leaf[leaf.name] = Difference(_klass(node), (leaf.name,), targets, node.rules, detail)
+    differences = [by_leaf[name] for name in sorted(by_leaf)]
+    differences += [
+        Difference("structural", (), (name,), (), f"extra on the candidate side: {name}")
+        for name in sorted(set(found) - set(expectation.nodes))
+    ]
+    return Survey(
+        reference_count=len(reference.tensors),
+        candidate_count=len(candidate.tensors),
+        matched=matched,
+        differences=tuple(differences),
+        rule_problems=tuple(expectation.problems),
+    )
