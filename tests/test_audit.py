@@ -41,7 +41,7 @@ def add_receipt(
     assert result.code == 0, result.err
 
 
-def test_fresh_workspace_is_blocked_by_contracts_without_evaluators(
+def test_fresh_workspace_is_blocked_without_evidence(
     ws: Workspace, capsys: pytest.CaptureFixture[str]
 ) -> None:
     code, report = audit_json(ws, capsys)
@@ -49,13 +49,27 @@ def test_fresh_workspace_is_blocked_by_contracts_without_evaluators(
     assert report["verdict"] == "blocked"
     assert contract(report, FREEZE_ID)["dischargeStatus"] == "discharged"
     inventory = contract(report, "contract_environment.tensor-inventory")
-    assert inventory["dischargeStatus"] == "error"
-    criteria = inventory["criteria"]
-    assert isinstance(criteria, list)
-    assert criteria[0]["met"] is False
-    assert "no evaluator named 'tensor_inventory'" in criteria[0]["detail"]
+    assert inventory["dischargeStatus"] == "undischarged"
     assert report["required_steps"] == 100
     assert report["formal_alignment_steps"] == 0
+
+
+def test_a_contract_whose_evaluator_does_not_exist_is_error_and_blocks(
+    ws: Workspace, capsys: pytest.CaptureFixture[str]
+) -> None:
+    only_freeze_contract(ws)
+    write(ws.root, "contracts/newer.toml", "\n".join([
+        'id = "contract_environment.gradients"', 'title = "From a newer gates"',
+        'check = "gradient_parity"', 'discharge = "later"', "",
+    ]))
+    code, report = audit_json(ws, capsys)
+    assert (code, report["verdict"]) == (1, "blocked")
+    newer = contract(report, "contract_environment.gradients")
+    assert newer["dischargeStatus"] == "error"
+    criteria = newer["criteria"]
+    assert isinstance(criteria, list)
+    assert criteria[0]["met"] is False
+    assert "no evaluator named 'gradient_parity'" in criteria[0]["detail"]
 
 
 def test_json_object_has_the_design_shape(

@@ -1,9 +1,10 @@
 """Reading PaddleFormers AOA statements as naming rules.
 
-A statement maps sources to targets with options:
+A statement maps sources to targets with options (`L` for `model.layers`):
 
-    model.layers.$LAYER_ID.mlp.gate_proj.weight^T, model.layers.$LAYER_ID.mlp.up_proj.weight^T -> model.layers.$LAYER_ID.mlp.up_gate_proj.weight, fused_ffn
-    model.layers.$LAYER_ID.mlp.gate.weight -> model.layers.$LAYER_ID.mlp.gate.weight, dtype='float32'
+    L.$LAYER_ID.mlp.gate_proj.weight^T, L.$LAYER_ID.mlp.up_proj.weight^T
+        -> L.$LAYER_ID.mlp.up_gate_proj.weight, fused_ffn
+    L.$LAYER_ID.mlp.gate.weight -> L.$LAYER_ID.mlp.gate.weight, dtype='float32'
 
 `src^T` transposes a source first; several sources fuse into one target
 (`axis=N`, or `fused_ffn`: gate then up along the last axis); one source into
@@ -34,7 +35,7 @@ def _options(tokens: list[str], statement: str) -> tuple[list[str], dict[str, st
         if "=" in token:
             key, _, value = token.partition("=")
             options[key.strip()] = value.strip().strip("'\"")
-        elif token == "fused_ffn":
+        elif token == "fused_ffn":  # noqa: S105  (an AOA flag, not a secret)
             options["fused_ffn"] = "true"
         elif token:
             targets.append(_pattern(token))

@@ -103,7 +103,7 @@ def hash_shards(
     cache_prefix: str,
     threads: int,
 ) -> dict[str, str]:
-    """Content digests of every tensor of the given shards (the stat cache skips unchanged shards)."""
+    """Content digests of every tensor of the given shards; unchanged shards come from cache."""
     digests: dict[str, str] = {}
     with ThreadPoolExecutor(max_workers=max(threads, 1)) as pool:
         for shard in shards:

@@ -46,7 +46,7 @@ def _file_findings(folder: Path, name: str) -> list[Finding]:
     path = folder / name
     info = os.lstat(path)
     if stat.S_ISLNK(info.st_mode):
-        return [Finding(name, "symlink", f"is a symlink to {os.readlink(path)}")]
+        return [Finding(name, "symlink", f"is a symlink to {path.readlink()}")]
     if not stat.S_ISREG(info.st_mode):
         return [Finding(name, "not_regular", "is not a regular file")]
     findings = []

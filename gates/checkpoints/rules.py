@@ -237,7 +237,7 @@ def _fuse(
         for part in names:
             del result[part]
         fused = target.fill(values)
-        rules = tuple(dict.fromkeys(r for part in parts for r in part.rules)) + (tag,)
+        rules = (*dict.fromkeys(r for part in parts for r in part.rules), tag)
         result[fused] = Node(fused, parts[0].dtype, shape, "fuse", parts, rules, rule.axis)
     return result
 

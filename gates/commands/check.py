@@ -2,22 +2,18 @@
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 from gates import exitcodes
-from gates.atomic import write_text_atomic
-from gates.canonical import pretty_json
 from gates.checks.loss import compare_losses, compare_repeats
 from gates.commands import Echo
+from gates.commands.outputs import receipt_binding, render_figures, write_checker_output
 from gates.engine import judge_workspace
-from gates.errors import GatesError, ReceiptError
-from gates.hashing import StatCache, cache_file
+from gates.errors import GatesError
 from gates.losses import LossSeries, read_losses
 from gates.paths import resolve_inside, to_workspace_relpath
-from gates.receipts.create import ReceiptRequest, create_receipt
-from gates.receipts.model import RECEIPT_SUFFIX, ArtifactKind, Receipt
-from gates.receipts.verify import Judgement, Status
+from gates.receipts.model import ArtifactKind
+from gates.receipts.verify import Judgement
 from gates.workspace import Workspace
 
 LOSS_CHECK_FORMAT = "gates.loss_check/v1"
@@ -36,18 +32,6 @@ def _loss_path(workspace: Workspace, given: str, cwd: Path) -> str:
     return relpath
 
 
-def _receipt_for(relpath: str, judgements: tuple[Judgement, ...]) -> Judgement | None:
-    """The accepted receipt binding ``relpath`` (formal preferred), if any."""
-    binding = [
-        j
-        for j in judgements
-        if j.receipt is not None
-        and j.status is not Status.REJECTED
-        and any(s.path == relpath for s in j.receipt.subjects)
-    ]
-    return min(binding, key=lambda j: (j.status is not Status.FORMAL, j.path), default=None)
-
-
 def _describe(series: LossSeries, judgement: Judgement | None) -> dict[str, object]:
     return {
         "path": series.path,
@@ -56,60 +40,6 @@ def _describe(series: LossSeries, judgement: Judgement | None) -> dict[str, obje
         "rounded": series.rounded,
         "series_sha256": series.digest(),
     }
-
-
-def _probe_reasons(inputs: list[tuple[str, Judgement | None]]) -> tuple[str, ...]:
-    reasons = []
-    for relpath, judgement in inputs:
-        if judgement is None:
-            reasons.append(f"input {relpath} is not bound by an accepted receipt")
-        elif judgement.status is not Status.FORMAL:
-            reasons.append(f"input receipt {judgement.path} counts as {judgement.status.value}")
-    return tuple(reasons)
-
-
-def _shared_profile(judgements: list[Judgement | None]) -> dict[str, str]:
-    profiles = [j.receipt.provenance.profile for j in judgements if j and j.receipt]
-    if len(profiles) == len(judgements) and all(p == profiles[0] for p in profiles):
-        return dict(profiles[0])
-    return {}
-
-
-def _write_output(
-    workspace: Workspace,
-    output: str,
-    document: dict[str, object],
-    inputs: list[tuple[str, Judgement | None]],
-) -> tuple[Receipt, str]:
-    if not output.endswith(RECEIPT_SUFFIX):
-        raise ReceiptError(f"receipt path {output} must end in {RECEIPT_SUFFIX}")
-    artifact = output.removesuffix(RECEIPT_SUFFIX) + ".json"
-    request = ReceiptRequest(
-        kind=ArtifactKind.LOSS_CHECK,
-        subjects=(artifact,),
-        profile=_shared_profile([j for _, j in inputs]),
-        inputs=tuple(j.receipt.id for _, j in inputs if j and j.receipt),
-        output=output,
-        overwrite=True,
-        probe_reasons=_probe_reasons(inputs),
-    )
-    path = resolve_inside(workspace.root, artifact, what="checker output")
-    write_text_atomic(path, pretty_json(document))
-    cache = StatCache(cache_file(workspace.root))
-    receipt, _ = create_receipt(workspace, request, cache=cache)
-    cache.save()
-    return receipt, artifact
-
-
-def _render(figures: dict[str, object], receipt: Receipt, artifact: str, as_json: bool) -> str:
-    if as_json:
-        return json.dumps({**figures, "output": artifact, "receipt": receipt.id}, indent=2)
-    lines = [f"{key}={json.dumps(value)}" for key, value in figures.items()]
-    lines.append(
-        f"wrote {artifact} ({receipt.evidence_class.value}/{receipt.formal_weight} {receipt.id})"
-    )
-    lines += [f"  probe because: {reason}" for reason in receipt.stamp_reasons]
-    return "\n".join(lines)
 
 
 def check_loss(
@@ -133,8 +63,8 @@ def check_loss(
     comparison = compare_losses(ref, cand, required_steps)
     receipts = judge_workspace(workspace).receipts
     inputs = [
-        (ref_rel, _receipt_for(ref_rel, receipts)),
-        (cand_rel, _receipt_for(cand_rel, receipts)),
+        (ref_rel, receipt_binding(ref_rel, receipts)),
+        (cand_rel, receipt_binding(cand_rel, receipts)),
     ]
     figures = comparison.figures()
     document = {
@@ -144,8 +74,10 @@ def check_loss(
         "candidate": _describe(cand, inputs[1][1]),
         **{k: v for k, v in figures.items() if k not in _SIDE_FIGURES},
     }
-    receipt, artifact = _write_output(workspace, output, document, inputs)
-    echo(_render(figures, receipt, artifact, as_json))
+    receipt, artifact = write_checker_output(
+        workspace, output, ArtifactKind.LOSS_CHECK, document, inputs
+    )
+    echo(render_figures(figures, receipt, artifact, as_json=as_json))
     for series in (ref, cand):
         if series.rounded:
             echo(
@@ -175,7 +107,7 @@ def check_determinism(
     series = [read_losses(workspace.root / rel, rel) for rel in relpaths]
     result = compare_repeats(series)
     receipts = judge_workspace(workspace).receipts
-    inputs = [(rel, _receipt_for(rel, receipts)) for rel in relpaths]
+    inputs = [(rel, receipt_binding(rel, receipts)) for rel in relpaths]
     figures = result.figures()
     document = {
         "format": LOSS_CHECK_FORMAT,
@@ -183,6 +115,8 @@ def check_determinism(
         "runs": [_describe(s, j) for s, (_, j) in zip(series, inputs, strict=True)],
         **{k: v for k, v in figures.items() if k != "runs"},
     }
-    receipt, artifact = _write_output(workspace, output, document, inputs)
-    echo(_render(figures, receipt, artifact, as_json))
+    receipt, artifact = write_checker_output(
+        workspace, output, ArtifactKind.LOSS_CHECK, document, inputs
+    )
+    echo(render_figures(figures, receipt, artifact, as_json=as_json))
     return exitcodes.OK if result.deterministic else exitcodes.BLOCKED

@@ -1,0 +1,43 @@
+"""Where naming rules come from: a contract file given with --rules, or the workspace's
+tensor-inventory contract."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from pydantic import ValidationError
+
+from gates.checkpoints.rules import RuleSet
+from gates.contracts.loader import load_contract, load_contracts
+from gates.errors import ConfigError
+
+RULE_KEYS = ("rules", "aoa", "placeholders")
+INVENTORY_CHECK = "tensor_inventory"
+
+
+def ruleset_from_params(params: dict[str, Any], source: str) -> RuleSet:
+    try:
+        return RuleSet.model_validate({k: params[k] for k in RULE_KEYS if k in params})
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        key = ".".join(str(part) for part in first["loc"])
+        raise ConfigError(f"params.{key}: {first['msg']}", file=source) from None
+
+
+def load_ruleset(path: Path) -> RuleSet:
+    """The naming rules of one contract file."""
+    try:
+        spec = load_contract(path)
+    except ValueError as exc:
+        raise ConfigError(str(exc), file=path) from None
+    return ruleset_from_params(spec.params, str(path))
+
+
+def workspace_ruleset(contracts_dir: Path) -> tuple[RuleSet, str | None]:
+    """The rules of the workspace's tensor-inventory contract, if it has one."""
+    loaded, _ = load_contracts(contracts_dir)
+    for path, spec in loaded:
+        if spec.check == INVENTORY_CHECK:
+            return ruleset_from_params(spec.params, str(path)), str(path)
+    return RuleSet(), None

@@ -1,0 +1,173 @@
+"""`gates check checkpoint`: validity, hygiene, tensor count and canonical digest of one
+checkpoint; against a reference through the naming rules; by slices and merged."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from pathlib import Path
+from typing import Any
+
+from gates import exitcodes
+from gates.canonical import strict_loads
+from gates.checkpoints.check import CheckpointReport, ShardRange, check_checkpoint, compare_pair
+from gates.checkpoints.digest import checkpoint_digest
+from gates.checkpoints.rulefile import load_ruleset, workspace_ruleset
+from gates.checkpoints.rules import RuleSet
+from gates.commands import Echo
+from gates.commands.outputs import render_figures, write_checker_output
+from gates.engine import judge_workspace
+from gates.errors import GatesError
+from gates.hashing import StatCache, cache_file
+from gates.paths import to_workspace_relpath
+from gates.receipts.model import ArtifactKind
+from gates.receipts.verify import Judgement, Status
+from gates.resources import validator
+from gates.workspace import Workspace
+
+CHECK_FORMAT = "gates.checkpoint_check/v1"
+
+
+def layout_digest(report: CheckpointReport) -> str:
+    """Identifies a checkpoint's layout (tensor, shard, dtype, shape) so slices can be merged."""
+    rows = sorted(
+        (name, t.shard, t.entry.dtype, list(t.entry.shape))
+        for name, t in report.checkpoint.tensors.items()
+    )
+    return hashlib.sha256(json.dumps(rows).encode()).hexdigest()
+
+
+def _document(report: CheckpointReport, mode: str) -> dict[str, object]:
+    figures = report.figures()
+    return {
+        "format": CHECK_FORMAT,
+        "mode": mode,
+        **{k: figures[k] for k in ("path", "valid", "problems", "hygiene_clean", "hygiene")},
+        "tensor_count": figures["tensor_count"],
+        "shard_count": figures["shard_count"],
+        "digest": figures["digest"] if mode != "partial" else None,
+        "layout_digest": layout_digest(report),
+        "against": None,
+    }
+
+
+def resolve_rules(workspace: Workspace, rules: str | None, cwd: Path) -> tuple[RuleSet, str | None]:
+    if rules is None:
+        return workspace_ruleset(workspace.contracts_dir)
+    path = Path(rules) if Path(rules).is_absolute() else cwd / rules
+    return load_ruleset(path), rules
+
+
+def check(
+    workspace: Workspace,
+    folder: str,
+    *,
+    against: str | None,
+    rules: str | None,
+    shard_range: str | None,
+    threads: int | None,
+    output: str,
+    cwd: Path,
+    as_json: bool,
+    echo: Echo,
+) -> int:
+    """Exit 1 when the checkpoint is invalid or unclean, or differs from ``against``."""
+    root = workspace.root
+    relpath = to_workspace_relpath(root, folder, cwd)
+    cache = StatCache(cache_file(root))
+    selected = ShardRange.parse(shard_range) if shard_range else None
+    report = check_checkpoint(root, relpath, cache=cache, threads=threads, shard_range=selected)
+    document = _document(report, "partial" if selected else "full")
+    if selected:
+        document["shard_range"] = {
+            "index": selected.index,
+            "count": selected.count,
+            "shards": list(report.shards_hashed),
+        }
+        document["tensor_contents"] = report.contents
+    failed = not report.valid or bool(report.hygiene)
+    if against and not selected:
+        ruleset, _ = resolve_rules(workspace, rules, cwd)
+        reference = check_checkpoint(
+            root, to_workspace_relpath(root, against, cwd), cache=cache, threads=threads
+        )
+        pair = compare_pair(reference, report, ruleset)
+        document["against"] = {
+            "reference": reference.path,
+            "reference_digest": reference.digest,
+            **pair.figures(),
+        }
+        failed = failed or not pair.figures()["hash_match"]
+    cache.save()
+    receipt, artifact = write_checker_output(
+        workspace, output, ArtifactKind.CHECKPOINT_CHECK, document, []
+    )
+    shown = {k: v for k, v in document.items() if k not in ("tensor_contents", "format")}
+    echo(render_figures(shown, receipt, artifact, as_json=as_json))
+    return exitcodes.BLOCKED if failed else exitcodes.OK
+
+
+def _partial(
+    workspace: Workspace, relpath: str, judgements: tuple[Judgement, ...]
+) -> tuple[Judgement, dict[str, Any]]:
+    judgement = next((j for j in judgements if j.path == relpath), None)
+    if judgement is None or judgement.receipt is None or judgement.status is Status.REJECTED:
+        reason = judgement.reason if judgement else "not found under the evidence locations"
+        raise GatesError(f"not an accepted receipt: {reason}", file=relpath)
+    subject = judgement.receipt.subjects[0].path
+    document = strict_loads((workspace.root / subject).read_bytes())
+    errors = list(validator("checkpoint_check").iter_errors(document))
+    if errors or document.get("mode") != "partial":
+        raise GatesError("not a partial checkpoint_check output (--shard-range)", file=subject)
+    return judgement, document
+
+
+def merge(
+    workspace: Workspace,
+    receipts: tuple[str, ...],
+    *,
+    output: str,
+    cwd: Path,
+    as_json: bool,
+    echo: Echo,
+) -> int:
+    """Combine the partial outputs of every slice 0..n-1 of one checkpoint into one digest."""
+    judgements = judge_workspace(workspace).receipts
+    parts = [
+        _partial(workspace, to_workspace_relpath(workspace.root, r, cwd), judgements)
+        for r in receipts
+    ]
+    documents = [document for _, document in parts]
+    first = documents[0]
+    same = ("path", "layout_digest", "valid", "hygiene_clean", "tensor_count", "shard_count")
+    for document in documents[1:]:
+        different = [key for key in same if document[key] != first[key]]
+        if different:
+            raise GatesError(
+                f"the slices describe different checkpoints ({', '.join(different)} differ)"
+            )
+    count = first["shard_range"]["count"]
+    indexes = sorted(d["shard_range"]["index"] for d in documents)
+    if indexes != list(range(count)):
+        raise GatesError(f"need each slice 0..{count - 1} exactly once, got {indexes}")
+    contents: dict[str, str] = {}
+    for document in documents:
+        contents.update(document["tensor_contents"])
+    if len(contents) != first["tensor_count"]:
+        raise GatesError(
+            f"the slices hash {len(contents)} tensors, the checkpoint has {first['tensor_count']}"
+        )
+    merged: dict[str, object] = {
+        k: v for k, v in first.items() if k not in ("shard_range", "tensor_contents")
+    }
+    merged.update(mode="merged", digest=checkpoint_digest(contents) if first["valid"] else None)
+    inputs: list[tuple[str, Judgement | None]] = [(j.path, j) for j, _ in parts]
+    receipt, artifact = write_checker_output(
+        workspace, output, ArtifactKind.CHECKPOINT_CHECK, merged, inputs
+    )
+    echo(
+        render_figures(
+            {k: v for k, v in merged.items() if k != "format"}, receipt, artifact, as_json=as_json
+        )
+    )
+    return exitcodes.OK if first["valid"] and first["hygiene_clean"] else exitcodes.BLOCKED

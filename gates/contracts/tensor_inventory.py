@@ -1,0 +1,106 @@
+"""Check `tensor_inventory`: both checkpoints valid and clean, no structural difference after
+the naming rules, and content equal through them where the contract asks for it."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, StrictBool, ValidationError
+
+from gates.checkpoints.check import CheckpointReport, check_checkpoint, compare_pair
+from gates.checkpoints.rulefile import RULE_KEYS, ruleset_from_params
+from gates.contracts.model import Criterion, EvaluationContext, EvaluationError
+from gates.errors import ConfigError, UnsafePathError
+from gates.hashing import StatCache, cache_file
+from gates.paths import check_relpath
+
+CHECK = "tensor_inventory"
+
+
+class Params(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    reference: str = "results/torch/checkpoint"
+    candidate: str = "results/paddle/checkpoint"
+    require_hash_match: StrictBool = False
+
+
+def _parse(raw: dict[str, Any]) -> Params:
+    try:
+        params = Params.model_validate({k: v for k, v in raw.items() if k not in RULE_KEYS})
+        check_relpath(params.reference, what="params.reference")
+        check_relpath(params.candidate, what="params.candidate")
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        raise EvaluationError(
+            f"params.{'.'.join(map(str, first['loc']))}: {first['msg']}"
+        ) from None
+    except UnsafePathError as exc:
+        raise EvaluationError(exc.message) from None
+    return params
+
+
+def _side_criteria(side: str, report: CheckpointReport) -> list[Criterion]:
+    problems = report.checkpoint.problems
+    findings = [f"{report.path}/{f.line()}" for f in report.hygiene]
+    if not report.checkpoint.folder.is_dir():
+        findings = [f"{report.path}: no checkpoint folder to inspect"]
+    return [
+        Criterion(
+            f"{side}_valid",
+            not problems,
+            "; ".join(problems[:5])
+            or f"{report.path}: {len(report.checkpoint.tensors)} tensors, valid",
+        ),
+        Criterion(
+            f"{side}_hygiene",
+            not findings,
+            "; ".join(findings[:5]) or "regular files only",
+        ),
+    ]
+
+
+def evaluate(context: EvaluationContext, raw: dict[str, Any]) -> list[Criterion]:
+    params = _parse(raw)
+    try:
+        ruleset = ruleset_from_params(raw, "tensor-inventory contract")
+    except ConfigError as exc:
+        raise EvaluationError(exc.message) from None
+    root = context.workspace.root
+    cache = StatCache(cache_file(root))
+    hashing = params.require_hash_match
+    reference = check_checkpoint(root, params.reference, cache=cache, hash_contents=hashing)
+    candidate = check_checkpoint(root, params.candidate, cache=cache, hash_contents=hashing)
+    cache.save()
+    pair = compare_pair(reference, candidate, ruleset)
+    found = pair.survey
+    counts = ", ".join(f"{n} {klass}" for klass, n in found.counts().items())
+    structural = [
+        f"{d.reference[0] if d.reference else ''} {d.detail}".strip() for d in found.structural
+    ]
+    criteria = _side_criteria("reference", reference) + _side_criteria("candidate", candidate)
+    criteria.append(
+        Criterion(
+            "no_structural_difference",
+            not structural and not found.rule_problems,
+            "; ".join([*found.rule_problems, *structural][:5])
+            + (f" ({len(found.differences)} differences: {counts})" if found.differences else "")
+            if structural or found.rule_problems
+            else f"{found.reference_count} vs {found.candidate_count} tensors; "
+            f"{len(found.differences)} differences: {counts}",
+        )
+    )
+    if params.require_hash_match:
+        content = pair.content
+        detail = (
+            "content equal through the naming rules"
+            if content and content.hash_match
+            else "; ".join(
+                (content.problems + tuple(f"{n} differs" for n in content.unequal))[:5]
+                if content
+                else ["not comparable: a checkpoint is invalid"]
+            )
+            or "structural differences remain"
+        )
+        criteria.append(Criterion("hash_match", bool(content and content.hash_match), detail))
+    return criteria
