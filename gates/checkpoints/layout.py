@@ -113,7 +113,7 @@ def load_checkpoint(folder: Path) -> Checkpoint:
     """Read every shard header of ``folder`` (never tensor bytes) and cross-check the index."""
     checkpoint = Checkpoint(folder)
     if not folder.is_dir() or folder.is_symlink():
-        checkpoint.problems.append(f"{folder.name}: not a checkpoint folder")
+        checkpoint.problems.append("not a checkpoint folder (missing, or a symlink)")
         return checkpoint
     on_disk = shard_files(folder)
     weight_map = _read_index(folder, checkpoint)

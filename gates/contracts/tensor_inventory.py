@@ -49,7 +49,7 @@ def _side_criteria(side: str, report: CheckpointReport) -> list[Criterion]:
         Criterion(
             f"{side}_valid",
             not problems,
-            "; ".join(problems[:5])
+            "; ".join(f"{report.path}: {p}" for p in problems[:5])
             or f"{report.path}: {len(report.checkpoint.tensors)} tensors, valid",
         ),
         Criterion(
@@ -79,6 +79,12 @@ def evaluate(context: EvaluationContext, raw: dict[str, Any]) -> list[Criterion]
         f"{d.reference[0] if d.reference else ''} {d.detail}".strip() for d in found.structural
     ]
     criteria = _side_criteria("reference", reference) + _side_criteria("candidate", candidate)
+    if not (reference.valid and candidate.valid):
+        not_comparable = "not comparable until both checkpoints are valid"
+        criteria.append(Criterion("no_structural_difference", False, not_comparable))
+        if params.require_hash_match:
+            criteria.append(Criterion("hash_match", False, not_comparable))
+        return criteria
     criteria.append(
         Criterion(
             "no_structural_difference",
