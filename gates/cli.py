@@ -13,11 +13,14 @@ from typing import Any, NoReturn
 import click
 
 from gates import __version__, exitcodes
+from gates.checkpoints.check import ShardRange
 from gates.commands import audit as audit_command
 from gates.commands import check as check_command
+from gates.commands import checkpoint as checkpoint_command
 from gates.commands import demo as demo_command
 from gates.commands import freeze as freeze_command
 from gates.commands import init as init_command
+from gates.commands import inventory as inventory_command
 from gates.commands import receipt as receipt_command
 from gates.commands import steps as steps_command
 from gates.errors import GatesError
@@ -288,6 +291,123 @@ def check_determinism(state: State, runs: tuple[str, ...], output: str, output_f
     code = check_command.check_determinism(
         state.workspace(),
         runs,
+        output=output,
+        cwd=state.cwd(),
+        as_json=output_format == "json",
+        echo=_echo,
+    )
+    sys.exit(code)
+
+
+@check.command("checkpoint")
+@click.argument("folder", required=False)
+@click.option("--against", metavar="DIR", help="The reference checkpoint to compare with.")
+@click.option(
+    "--rules",
+    metavar="CONTRACT",
+    help="Naming rules from this contract (default: the workspace's tensor-inventory).",
+)
+@click.option("--shard-range", metavar="I/N", help="Hash only slice I of N of the shards.")
+@click.option(
+    "--merge",
+    "merge",
+    multiple=True,
+    metavar="RECEIPT",
+    help="Combine the partial receipts of every slice (repeatable).",
+)
+@click.option(
+    "--threads",
+    type=click.IntRange(min=1),
+    default=None,
+    help="Hashing threads (default: the CPU count, at most 8).",
+)
+@click.option(
+    "-o",
+    "--output",
+    metavar="RECEIPT",
+    default="outputs/checkpoint_check.receipt.json",
+    show_default=True,
+    help="Receipt path; the checker output goes beside it (.json).",
+)
+@_FORMAT
+@pass_state
+def check_checkpoint(
+    state: State,
+    folder: str | None,
+    against: str | None,
+    rules: str | None,
+    shard_range: str | None,
+    merge: tuple[str, ...],
+    threads: int | None,
+    output: str,
+    output_format: str,
+) -> None:
+    """Validity, hygiene, tensor count and canonical digest of the checkpoint in FOLDER."""
+    as_json = output_format == "json"
+    if merge:
+        if folder or against or shard_range:
+            raise click.UsageError(
+                "--merge takes receipts only: no FOLDER, --against or --shard-range"
+            )
+        code = checkpoint_command.merge(
+            state.workspace(), merge, output=output, cwd=state.cwd(), as_json=as_json, echo=_echo
+        )
+        sys.exit(code)
+    if folder is None:
+        raise click.UsageError("give the checkpoint FOLDER (or --merge RECEIPT...)")
+    if shard_range and against:
+        raise click.UsageError("--against compares whole checkpoints; merge the slices first")
+    try:
+        selected = ShardRange.parse(shard_range) if shard_range else None
+    except ValueError as exc:
+        raise click.BadParameter(str(exc), param_hint="--shard-range") from None
+    code = checkpoint_command.check(
+        state.workspace(),
+        folder,
+        against=against,
+        rules=rules,
+        shard_range=selected,
+        threads=threads,
+        output=output,
+        cwd=state.cwd(),
+        as_json=as_json,
+        echo=_echo,
+    )
+    sys.exit(code)
+
+
+@cli.group()
+def inventory() -> None:
+    """Tensor inventories of checkpoints."""
+
+
+@inventory.command("diff")
+@click.argument("reference")
+@click.argument("candidate")
+@click.option(
+    "--rules",
+    metavar="CONTRACT",
+    help="Naming rules from this contract (default: the workspace's tensor-inventory).",
+)
+@click.option(
+    "-o",
+    "--output",
+    metavar="RECEIPT",
+    default="outputs/surveys/structure-parity.receipt.json",
+    show_default=True,
+    help="Receipt path; the survey goes beside it (.json).",
+)
+@_FORMAT
+@pass_state
+def inventory_diff(
+    state: State, reference: str, candidate: str, rules: str | None, output: str, output_format: str
+) -> None:
+    """Every difference between two checkpoints' inventories, classified by the naming rules."""
+    code = inventory_command.diff(
+        state.workspace(),
+        reference,
+        candidate,
+        rules=rules,
         output=output,
         cwd=state.cwd(),
         as_json=output_format == "json",

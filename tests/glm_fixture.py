@@ -27,8 +27,18 @@ Arrays = dict[str, tuple[str, np.ndarray]]
 HIDDEN, Q_LORA, KV_LORA, HEADS_DIM, FFN, EXPERT_FFN, VOCAB, INDEX_DIM = 8, 6, 4, 12, 16, 4, 32, 4
 MTP = 2
 LINEAR = {
-    "q_a_proj", "q_b_proj", "kv_a_proj_with_mqa", "kv_b_proj", "o_proj", "gate_proj",
-    "up_proj", "down_proj", "eh_proj", "wq_b", "wk", "weights_proj",
+    "q_a_proj",
+    "q_b_proj",
+    "kv_a_proj_with_mqa",
+    "kv_b_proj",
+    "o_proj",
+    "gate_proj",
+    "up_proj",
+    "down_proj",
+    "eh_proj",
+    "wq_b",
+    "wk",
+    "weights_proj",
 }
 INDEXER = ("wq_b.weight", "wk.weight", "k_norm.weight", "k_norm.bias", "weights_proj.weight")
 _NAMES = {"BF16": "bfloat16", "F32": "float32", "F16": "float16"}
@@ -57,13 +67,24 @@ def _layer(rng: np.random.Generator, prefix: str, *, moe: bool) -> Arrays:
         f"{prefix}.self_attn.indexer.weights_proj.weight": _bf16(rng, 2, HIDDEN),
     }
     if not moe:
-        for proj, shape in (("gate_proj", (FFN, HIDDEN)), ("up_proj", (FFN, HIDDEN)), ("down_proj", (HIDDEN, FFN))):
+        for proj, shape in (
+            ("gate_proj", (FFN, HIDDEN)),
+            ("up_proj", (FFN, HIDDEN)),
+            ("down_proj", (HIDDEN, FFN)),
+        ):
             tensors[f"{prefix}.mlp.{proj}.weight"] = _bf16(rng, *shape)
         return tensors
     tensors[f"{prefix}.mlp.gate.weight"] = _bf16(rng, 2, HIDDEN)
-    tensors[f"{prefix}.mlp.gate.e_score_correction_bias"] = ("F32", rng.standard_normal(2).astype("<f4").view("<u4"))
+    tensors[f"{prefix}.mlp.gate.e_score_correction_bias"] = (
+        "F32",
+        rng.standard_normal(2).astype("<f4").view("<u4"),
+    )
     for owner in ("shared_experts", "experts.0", "experts.1"):
-        for proj, shape in (("gate_proj", (EXPERT_FFN, HIDDEN)), ("up_proj", (EXPERT_FFN, HIDDEN)), ("down_proj", (HIDDEN, EXPERT_FFN))):
+        for proj, shape in (
+            ("gate_proj", (EXPERT_FFN, HIDDEN)),
+            ("up_proj", (EXPERT_FFN, HIDDEN)),
+            ("down_proj", (HIDDEN, EXPERT_FFN)),
+        ):
             tensors[f"{prefix}.mlp.{owner}.{proj}.weight"] = _bf16(rng, *shape)
     return tensors
 
@@ -78,8 +99,12 @@ def reference_arrays(seed: int = 0) -> Arrays:
     tensors.update(_layer(rng, "model.layers.0", moe=False))
     tensors.update(_layer(rng, "model.layers.1", moe=True))
     tensors.update(_layer(rng, f"model.layers.{MTP}", moe=True))
-    for name, shape in (("eh_proj.weight", (HIDDEN, 2 * HIDDEN)), ("enorm.weight", (HIDDEN,)),
-                        ("hnorm.weight", (HIDDEN,)), ("shared_head.norm.weight", (HIDDEN,))):
+    for name, shape in (
+        ("eh_proj.weight", (HIDDEN, 2 * HIDDEN)),
+        ("enorm.weight", (HIDDEN,)),
+        ("hnorm.weight", (HIDDEN,)),
+        ("shared_head.norm.weight", (HIDDEN,)),
+    ):
         tensors[f"model.layers.{MTP}.{name}"] = _bf16(rng, *shape)
     return tensors
 
@@ -91,10 +116,15 @@ def _paddle_name(name: str) -> str:
         return "model.lm_head.weight"
     mtp = f"model.layers.{MTP}."
     if name.startswith(mtp):
-        rest = name[len(mtp):]
+        rest = name[len(mtp) :]
         if rest == "shared_head.norm.weight":
             name = f"{mtp}norm.weight"
-        elif rest.split(".")[0] in ("self_attn", "mlp", "input_layernorm", "post_attention_layernorm"):
+        elif rest.split(".")[0] in (
+            "self_attn",
+            "mlp",
+            "input_layernorm",
+            "post_attention_layernorm",
+        ):
             name = f"{mtp}transformer_layer.{rest}"
     return name.replace(".self_attn.indexer.", ".self_attn.core_attention.indexer.")
 
@@ -103,11 +133,12 @@ def paddle_arrays(reference: Arrays, *, drop_mtp_indexer: bool = False) -> Array
     converted: Arrays = {}
     for name, (dtype, array) in reference.items():
         parts = name.split(".")
+        value, kind = array, dtype
         if parts[-1] == "weight" and parts[-2] in LINEAR:
-            array = np.ascontiguousarray(array.T)
+            value = np.ascontiguousarray(array.T)
         if name.endswith(".mlp.gate.weight"):
-            dtype, array = "F32", array.astype("<u4") << 16
-        converted[_paddle_name(name)] = (dtype, array)
+            kind, value = "F32", array.astype("<u4") << 16
+        converted[_paddle_name(name)] = (kind, value)
     for name in [n for n in converted if n.endswith(".gate_proj.weight")]:
         up = name.replace(".gate_proj.", ".up_proj.")
         fused = np.concatenate([converted.pop(name)[1], converted.pop(up)[1]], axis=1)
@@ -129,8 +160,12 @@ def write_checkpoint(folder: Path, arrays: Arrays, *, shards: int = 2) -> Path:
         chosen = names[index::shards]
         keep = {n: np.ascontiguousarray(arrays[n][1]) for n in chosen}
         specs = {
-            n: TensorSpec(dtype=_NAMES[arrays[n][0]], shape=list(keep[n].shape),
-                          data_ptr=keep[n].ctypes.data, data_len=keep[n].nbytes)
+            n: TensorSpec(
+                dtype=_NAMES[arrays[n][0]],
+                shape=list(keep[n].shape),
+                data_ptr=keep[n].ctypes.data,
+                data_len=keep[n].nbytes,
+            )
             for n in chosen
         }
         serialize_file(specs, str(folder / shard), metadata={"format": "pt"})
@@ -138,3 +173,55 @@ def write_checkpoint(folder: Path, arrays: Arrays, *, shards: int = 2) -> Path:
     index_doc = {"metadata": {"total_size": 0}, "weight_map": weight_map}
     (folder / "model.safetensors.index.json").write_text(json.dumps(index_doc, indent=2))
     return folder
+
+
+def glm_aoa_statements() -> list[str]:
+    """The same conversion as PaddleFormers-style AOA statements (MTP statements first)."""
+    mtp, wrapped = "model.layers.$MTP", "model.layers.$MTP.transformer_layer"
+    layer = "model.layers.$LAYER_ID"
+    attention = ("q_a_proj", "q_b_proj", "kv_a_proj_with_mqa", "kv_b_proj", "o_proj")
+    indexer = (
+        "wq_b.weight^T",
+        "wk.weight^T",
+        "k_norm.weight",
+        "k_norm.bias",
+        "weights_proj.weight^T",
+    )
+    statements = [
+        f"{mtp}.shared_head.norm.weight -> {mtp}.norm.weight",
+        f"{mtp}.eh_proj.weight^T -> {mtp}.eh_proj.weight",
+        f"{mtp}.mlp.gate.weight -> {wrapped}.mlp.gate.weight, dtype='float32'",
+    ]
+    for part in (
+        "input_layernorm.weight",
+        "post_attention_layernorm.weight",
+        "mlp.gate.e_score_correction_bias",
+        "self_attn.q_a_layernorm.weight",
+        "self_attn.kv_a_layernorm.weight",
+    ):
+        statements.append(f"{mtp}.{part} -> {wrapped}.{part}")
+    for source, target in ((mtp, wrapped), (layer, layer)):
+        for owner in ("mlp", "mlp.shared_experts", "mlp.experts.$EXPERT_ID"):
+            statements.append(
+                f"{source}.{owner}.gate_proj.weight^T, {source}.{owner}.up_proj.weight^T"
+                f" -> {target}.{owner}.up_gate_proj.weight, fused_ffn"
+            )
+            statements.append(
+                f"{source}.{owner}.down_proj.weight^T -> {target}.{owner}.down_proj.weight"
+            )
+        for proj in attention:
+            statements.append(
+                f"{source}.self_attn.{proj}.weight^T -> {target}.self_attn.{proj}.weight"
+            )
+        for name in indexer:
+            bare = name.removesuffix("^T")
+            statements.append(
+                f"{source}.self_attn.indexer.{name}"
+                f" -> {target}.self_attn.core_attention.indexer.{bare}"
+            )
+    statements += [
+        "model.embed_tokens.weight -> model.embedding.embed_tokens.weight",
+        "lm_head.weight -> model.lm_head.weight",
+        f"{layer}.mlp.gate.weight -> {layer}.mlp.gate.weight, dtype='float32'",
+    ]
+    return statements

@@ -58,10 +58,19 @@ def test_a_contract_whose_evaluator_does_not_exist_is_error_and_blocks(
     ws: Workspace, capsys: pytest.CaptureFixture[str]
 ) -> None:
     only_freeze_contract(ws)
-    write(ws.root, "contracts/newer.toml", "\n".join([
-        'id = "contract_environment.gradients"', 'title = "From a newer gates"',
-        'check = "gradient_parity"', 'discharge = "later"', "",
-    ]))
+    write(
+        ws.root,
+        "contracts/newer.toml",
+        "\n".join(
+            [
+                'id = "contract_environment.gradients"',
+                'title = "From a newer gates"',
+                'check = "gradient_parity"',
+                'discharge = "later"',
+                "",
+            ]
+        ),
+    )
     code, report = audit_json(ws, capsys)
     assert (code, report["verdict"]) == (1, "blocked")
     newer = contract(report, "contract_environment.gradients")

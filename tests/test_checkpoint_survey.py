@@ -25,7 +25,9 @@ def glm_rules(mtp: int = MTP) -> RuleSet:
 def pair(tmp_path: Path, *, drop: bool) -> tuple[Path, Path]:
     reference = reference_arrays()
     write_checkpoint(tmp_path / "results/torch/checkpoint", reference, shards=3)
-    write_checkpoint(tmp_path / "results/paddle/checkpoint", paddle_arrays(reference, drop_mtp_indexer=drop))
+    write_checkpoint(
+        tmp_path / "results/paddle/checkpoint", paddle_arrays(reference, drop_mtp_indexer=drop)
+    )
     return tmp_path / "results/torch/checkpoint", tmp_path / "results/paddle/checkpoint"
 
 
@@ -37,7 +39,9 @@ def compare(tmp_path: Path, rules: RuleSet, *, drop: bool):  # type: ignore[no-u
     return compare_pair(ref, cand, rules)
 
 
-def test_the_seed_pair_has_exactly_the_five_mtp_indexer_tensors_as_structural(tmp_path: Path) -> None:
+def test_the_seed_pair_has_exactly_the_five_mtp_indexer_tensors_as_structural(
+    tmp_path: Path,
+) -> None:
     report = compare(tmp_path, glm_rules(), drop=True)
     structural = report.survey.structural
     assert sorted(d.reference[0] for d in structural) == sorted(
@@ -76,7 +80,9 @@ def test_classification_of_each_family(tmp_path: Path) -> None:
     assert set(gate.rules) == {"linear-transpose", "ffn-fusion"}
     mtp_expert = by_name[f"model.layers.{MTP}.mlp.experts.1.up_proj.weight"]
     assert set(mtp_expert.rules) == {"mtp-wrapper", "linear-transpose", "ffn-fusion"}
-    assert mtp_expert.candidate == (f"model.layers.{MTP}.transformer_layer.mlp.experts.1.up_gate_proj.weight",)
+    assert mtp_expert.candidate == (
+        f"model.layers.{MTP}.transformer_layer.mlp.experts.1.up_gate_proj.weight",
+    )
     assert by_name["model.layers.1.self_attn.o_proj.weight"].klass == "layout"
     assert by_name["model.layers.1.mlp.gate.weight"].klass == "dtype"
     assert by_name["model.layers.1.self_attn.indexer.k_norm.bias"].klass == "naming"
@@ -96,7 +102,9 @@ def test_a_changed_value_breaks_hash_match_and_is_named(tmp_path: Path) -> None:
     write_checkpoint(tmp_path / "cand", candidate)
     cache = StatCache(None)
     report = compare_pair(
-        check_checkpoint(tmp_path, "ref", cache=cache), check_checkpoint(tmp_path, "cand", cache=cache), glm_rules()
+        check_checkpoint(tmp_path, "ref", cache=cache),
+        check_checkpoint(tmp_path, "cand", cache=cache),
+        glm_rules(),
     )
     assert report.content is not None
     assert report.content.unequal == (name,)
@@ -112,7 +120,9 @@ def test_an_undeclared_shape_change_and_an_extra_tensor_are_structural(tmp_path:
     write_checkpoint(tmp_path / "cand", candidate)
     cache = StatCache(None)
     report = compare_pair(
-        check_checkpoint(tmp_path, "ref", cache=cache), check_checkpoint(tmp_path, "cand", cache=cache), glm_rules()
+        check_checkpoint(tmp_path, "ref", cache=cache),
+        check_checkpoint(tmp_path, "cand", cache=cache),
+        glm_rules(),
     )
     details = sorted(d.detail for d in report.survey.structural)
     assert details == [
@@ -134,4 +144,7 @@ def test_the_digest_does_not_depend_on_sharding(tmp_path: Path, shards: int) -> 
     write_checkpoint(tmp_path / "a", reference, shards=2)
     write_checkpoint(tmp_path / "b", reference, shards=shards)
     cache = StatCache(None)
-    assert check_checkpoint(tmp_path, "a", cache=cache).digest == check_checkpoint(tmp_path, "b", cache=cache).digest
+    assert (
+        check_checkpoint(tmp_path, "a", cache=cache).digest
+        == check_checkpoint(tmp_path, "b", cache=cache).digest
+    )

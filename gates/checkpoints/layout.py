@@ -103,6 +103,10 @@ def _check_index(weight_map: dict[str, str], checkpoint: Checkpoint, on_disk: li
     for name, located in sorted(checkpoint.tensors.items()):
         if name not in weight_map:
             checkpoint.problems.append(f"tensor {name} in {located.shard} is not in {INDEX_NAME}")
+        elif weight_map[name] != located.shard:
+            checkpoint.problems.append(
+                f"{INDEX_NAME}: {name} -> {weight_map[name]}, but it is in {located.shard}"
+            )
     referenced = set(weight_map.values())
     for shard in on_disk:
         if shard not in referenced:

@@ -64,7 +64,7 @@ def check(
     *,
     against: str | None,
     rules: str | None,
-    shard_range: str | None,
+    shard_range: ShardRange | None,
     threads: int | None,
     output: str,
     cwd: Path,
@@ -75,7 +75,7 @@ def check(
     root = workspace.root
     relpath = to_workspace_relpath(root, folder, cwd)
     cache = StatCache(cache_file(root))
-    selected = ShardRange.parse(shard_range) if shard_range else None
+    selected = shard_range
     report = check_checkpoint(root, relpath, cache=cache, threads=threads, shard_range=selected)
     document = _document(report, "partial" if selected else "full")
     if selected:
