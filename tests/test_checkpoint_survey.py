@@ -148,3 +148,25 @@ def test_the_digest_does_not_depend_on_sharding(tmp_path: Path, shards: int) -> 
         check_checkpoint(tmp_path, "a", cache=cache).digest
         == check_checkpoint(tmp_path, "b", cache=cache).digest
     )
+
+
+def test_paddle_and_numpy_writers_give_the_same_digest(tmp_path: Path) -> None:
+    import paddle  # noqa: PLC0415  (slow import, only here)
+    from safetensors.numpy import save_file as numpy_save  # noqa: PLC0415
+    from safetensors.paddle import save_file as paddle_save  # noqa: PLC0415
+
+    arrays = {
+        "embed.weight": np.random.default_rng(1).standard_normal((16, 4)).astype(np.float32),
+        "head.bias": np.arange(4, dtype=np.float32),
+    }
+    (tmp_path / "np").mkdir()
+    (tmp_path / "pd").mkdir()
+    numpy_save(arrays, str(tmp_path / "np/model.safetensors"))
+    paddle_save(
+        {k: paddle.to_tensor(v) for k, v in arrays.items()}, str(tmp_path / "pd/model.safetensors")
+    )
+    cache = StatCache(None)
+    from_numpy = check_checkpoint(tmp_path, "np", cache=cache)
+    from_paddle = check_checkpoint(tmp_path, "pd", cache=cache)
+    assert from_numpy.valid and from_paddle.valid
+    assert from_numpy.digest == from_paddle.digest

@@ -174,6 +174,21 @@ CASES.update(
 )
 
 
+def paddle_written(path: Path) -> None:
+    """Written through Paddle tensors, the way PaddleFormers saves checkpoints."""
+    import paddle  # noqa: PLC0415  (slow import, only for the cases that need it)
+    from safetensors.paddle import save_file as paddle_save  # noqa: PLC0415
+
+    weight = paddle.to_tensor(RNG.standard_normal((4, 8)).astype(np.float32))
+    paddle_save(
+        {"linear.weight": weight.astype("bfloat16"), "linear.bias": paddle.zeros([8], "float32")},
+        str(path),
+    )
+
+
+CASES["paddle-bf16-and-f32"] = paddle_written
+
+
 def library_accepts(path: Path) -> bool:
     try:
         with safe_open(str(path), "np") as handle:
