@@ -17,10 +17,11 @@ from __future__ import annotations
 import json
 import math
 import os
+import re
 import struct
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 MAX_HEADER_BYTES = 100_000_000
 USIZE_MAX = 2**64 - 1
@@ -57,8 +58,7 @@ class HeaderError(ValueError):
     """The file is not a valid safetensors file; the message says why."""
 
 
-@dataclass(frozen=True)
-class TensorEntry:
+class TensorEntry(NamedTuple):
     """One tensor of a header: where its bytes are, relative to the byte buffer."""
 
     name: str
@@ -78,6 +78,9 @@ class Header:
     metadata: dict[str, str] | None
     data_start: int
     file_size: int
+
+
+_SURROGATE_ESCAPE = re.compile(r"\\u[dD][89a-fA-F]")
 
 
 class _NegativeZero(int):
@@ -114,32 +117,33 @@ def _check_strings(value: Any) -> None:
 
 
 def _usize(value: Any, where: str) -> int:
-    if (
-        isinstance(value, bool | _NegativeZero)
-        or not isinstance(value, int)
-        or not 0 <= value <= USIZE_MAX
-    ):
+    # `type(...) is int` on purpose: it excludes bool and the -0 marker.
+    if type(value) is not int or not 0 <= value <= USIZE_MAX:
         raise HeaderError(f"invalid JSON in header: {where}: {value!r} is not an unsigned integer")
     return value
 
 
 def _entry(name: str, info: Any) -> TensorEntry:
-    if not isinstance(info, dict):
+    if type(info) is not dict:
         raise HeaderError(f"invalid JSON in header: tensor {name!r} is not an object")
-    for field in ("dtype", "shape", "data_offsets"):
-        if field not in info:
-            raise HeaderError(f"invalid JSON in header: tensor {name!r}: missing field {field!r}")
-    dtype = info["dtype"]
-    if not isinstance(dtype, str) or dtype not in DTYPE_BITS:
+    try:
+        dtype, shape, offsets = info["dtype"], info["shape"], info["data_offsets"]
+    except KeyError as missing:
+        raise HeaderError(
+            f"invalid JSON in header: tensor {name!r}: missing field {missing}"
+        ) from None
+    if type(dtype) is not str or dtype not in DTYPE_BITS:
         raise HeaderError(f"invalid JSON in header: tensor {name!r}: unknown dtype {dtype!r}")
-    shape, offsets = info["shape"], info["data_offsets"]
-    if not isinstance(shape, list):
+    if type(shape) is not list:
         raise HeaderError(f"invalid JSON in header: tensor {name!r}: shape is not a list")
-    if not isinstance(offsets, list) or len(offsets) != 2:
+    if type(offsets) is not list or len(offsets) != 2:
         raise HeaderError(f"invalid JSON in header: tensor {name!r}: data_offsets is not a pair")
-    dims = tuple(_usize(dim, f"tensor {name!r} shape") for dim in shape)
-    start, end = (_usize(offset, f"tensor {name!r} data_offsets") for offset in offsets)
-    return TensorEntry(name, dtype, dims, start, end)
+    for dim in shape:
+        _usize(dim, f"tensor {name!r} shape")
+    start, end = offsets
+    _usize(start, f"tensor {name!r} data_offsets")
+    _usize(end, f"tensor {name!r} data_offsets")
+    return TensorEntry(name, dtype, tuple(shape), start, end)
 
 
 def _metadata(value: Any) -> dict[str, str] | None:
@@ -174,19 +178,41 @@ def _check_layout(tensors: list[TensorEntry], buffer_size: int) -> None:
         )
 
 
+_STRING_TOKEN = re.compile(r'"(?:[^"\\]|\\.)*"(\s*:)?')
+_NEGATIVE_ZERO = re.compile(r"-0(?![0-9.eE])")
+
+
+def _keys_in(document: dict[str, Any]) -> int:
+    """How many keys the parsed header holds (top level, tensor infos, metadata)."""
+    return len(document) + sum(len(value) for value in document.values() if type(value) is dict)
+
+
+def _load_json(text: str) -> dict[str, Any]:
+    """Parse with the C decoder; fall back to the exact, slower hooks only when the text
+    could hold a repeated key (more keys in the text than in the result) or a `-0`."""
+    try:
+        document = json.loads(text)
+        if type(document) is dict and not _NEGATIVE_ZERO.search(text):
+            tokens = _STRING_TOKEN.findall(text)
+            if len(tokens) - tokens.count("") == _keys_in(document):
+                return document
+        document = json.loads(text, object_pairs_hook=_unique_keys, parse_int=_parse_int)
+    except json.JSONDecodeError as exc:
+        raise HeaderError(f"invalid JSON in header: {exc.msg} at column {exc.colno}") from None
+    if not isinstance(document, dict):
+        raise HeaderError("invalid JSON in header: not an object")
+    return document
+
+
 def parse_header(raw: bytes, file_size: int) -> Header:
     """Validate header bytes (without the length prefix) for a file of ``file_size`` bytes."""
     try:
         text = raw.decode("utf-8")
     except UnicodeDecodeError as exc:
         raise HeaderError(f"invalid UTF-8 in header: {exc.reason}") from None
-    try:
-        document = json.loads(text, object_pairs_hook=_unique_keys, parse_int=_parse_int)
-    except json.JSONDecodeError as exc:
-        raise HeaderError(f"invalid JSON in header: {exc.msg} at column {exc.colno}") from None
-    if not isinstance(document, dict):
-        raise HeaderError("invalid JSON in header: not an object")
-    _check_strings(document)
+    document = _load_json(text)
+    if _SURROGATE_ESCAPE.search(text):
+        _check_strings(document)
     metadata = _metadata(document.pop(METADATA_KEY, None))
     entries = [_entry(name, info) for name, info in document.items()]
     data_start = 8 + len(raw)
@@ -194,16 +220,29 @@ def parse_header(raw: bytes, file_size: int) -> Header:
     return Header({e.name: e for e in entries}, metadata, data_start, file_size)
 
 
+FIRST_READ = 64 * 1024
+
+
 def read_header(path: Path) -> Header:
-    """Read and validate the header of one safetensors file (never its tensor bytes)."""
-    with path.open("rb") as handle:
-        size = os.fstat(handle.fileno()).st_size
-        prefix = handle.read(8)
-        if len(prefix) < 8:
+    """Read and validate the header of one safetensors file (never its tensor bytes).
+
+    One read of the first 64 KiB covers most headers; a longer one is read
+    after its declared length has been checked against the file size.
+    """
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        size = os.fstat(fd).st_size
+        start = os.pread(fd, FIRST_READ, 0)
+        if len(start) < 8:
             raise HeaderError("header too small: the file is shorter than 8 bytes")
-        (length,) = struct.unpack("<Q", prefix)
+        (length,) = struct.unpack_from("<Q", start)
         if length > MAX_HEADER_BYTES:
             raise HeaderError(f"header too large: {length} bytes declared")
         if 8 + length > size:
             raise HeaderError(f"invalid header length: {length} bytes declared, file has {size}")
-        return parse_header(handle.read(length), size)
+        raw = start[8 : 8 + length] if 8 + length <= len(start) else os.pread(fd, length, 8)
+    finally:
+        os.close(fd)
+    if len(raw) != length:
+        raise HeaderError(f"header changed while read: {len(raw)} of {length} bytes")
+    return parse_header(raw, size)

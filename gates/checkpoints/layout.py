@@ -11,12 +11,14 @@ tensor in two shards, a shard or tensor the index does not mention.
 from __future__ import annotations
 
 import json
+import os
+import stat
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from gates.checkpoints.header import Header, HeaderError, TensorEntry, read_header
 from gates.errors import UnsafePathError
-from gates.paths import resolve_inside
+from gates.paths import check_relpath, resolve_inside
 
 INDEX_NAME = "model.safetensors.index.json"
 SHARD_SUFFIX = ".safetensors"
@@ -68,12 +70,17 @@ def _read_index(folder: Path, checkpoint: Checkpoint) -> dict[str, str] | None:
 
 def _load_shard(folder: Path, name: str, checkpoint: Checkpoint) -> None:
     try:
-        path = resolve_inside(folder, name, what="shard")
+        check_relpath(name, what="shard")
+        path = resolve_inside(folder, name, what="shard") if "/" in name else folder / name
+        mode = os.lstat(path).st_mode
     except UnsafePathError as exc:
         checkpoint.problems.append(f"{INDEX_NAME}: {exc.message}")
         return
-    if not path.is_file():
+    except FileNotFoundError:
         checkpoint.problems.append(f"shard {name} does not exist")
+        return
+    if stat.S_ISLNK(mode) or not stat.S_ISREG(mode):
+        checkpoint.problems.append(f"shard {name} is not a regular file")
         return
     try:
         checkpoint.shards[name] = read_header(path)
