@@ -368,3 +368,38 @@ def test_contract_names_hygiene_problems(
     assert (
         f"{CAND}/{shard.name}: is a hardlink (2 links)" in criteria["candidate_hygiene"]["detail"]
     )  # type: ignore[operator]
+
+
+def test_results_contract_can_require_equal_checkpoint_hashes(
+    ws: Workspace, capsys: pytest.CaptureFixture[str]
+) -> None:
+    use_fixture_mtp(ws)
+    write(
+        ws.root,
+        "contracts/results-schema-and-provenance.toml",
+        "\n".join(
+            [
+                'id = "acceptance_oracle.results-schema-and-provenance"',
+                'title = "Checkpoint hashes only"',
+                'check = "results_schema_and_provenance"',
+                'discharge = "hash_match=true"',
+                'evidence_kinds = ["checkpoint_check"]',
+                "[params]",
+                "checkpoint_hash_equal = true",
+                "min_repeats = 0",
+                "",
+            ]
+        ),
+    )
+
+    def criterion() -> dict[str, object]:
+        report = json.loads(ws.gates(capsys, "audit", "--format", "json").out)
+        contract = next(c for c in report["contracts"] if c["id"].startswith("acceptance_oracle"))
+        return next(c for c in contract["criteria"] if c["name"] == "checkpoint_hash_match")
+
+    glm_pair(ws, drop=True)
+    ws.gates(capsys, "check", "checkpoint", CAND, "--against", REF)
+    assert criterion()["met"] is False
+    glm_pair(ws, drop=False)
+    assert ws.gates(capsys, "check", "checkpoint", CAND, "--against", REF).code == 0
+    assert criterion()["met"] is True

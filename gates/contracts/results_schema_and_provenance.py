@@ -103,19 +103,30 @@ def _alignment(context: EvaluationContext, params: Params) -> Criterion:
     return Criterion("formal_alignment_steps", met, detail)
 
 
-def _determinism_checks(context: EvaluationContext) -> list[tuple[Judgement, dict[str, Any]]]:
+def _outputs(
+    context: EvaluationContext, kind: ArtifactKind
+) -> list[tuple[Judgement, dict[str, Any]]]:
+    """The checker outputs of ``kind`` bound by receipts that count for this contract."""
     found = []
     for item in context.evidence:
         receipt = item.judgement.receipt
-        if not item.counts or receipt is None or receipt.kind is not ArtifactKind.LOSS_CHECK:
+        if not item.counts or receipt is None or receipt.kind is not kind:
             continue
         try:
             output = strict_loads((context.workspace.root / receipt.subjects[0].path).read_bytes())
         except (OSError, ValueError):
             continue
-        if isinstance(output, dict) and output.get("mode") == "determinism":
+        if isinstance(output, dict):
             found.append((item.judgement, output))
     return found
+
+
+def _determinism_checks(context: EvaluationContext) -> list[tuple[Judgement, dict[str, Any]]]:
+    return [
+        (judgement, output)
+        for judgement, output in _outputs(context, ArtifactKind.LOSS_CHECK)
+        if output.get("mode") == "determinism"
+    ]
 
 
 def _repeats(context: EvaluationContext, params: Params) -> Criterion:
@@ -150,11 +161,20 @@ def evaluate(context: EvaluationContext, raw: dict[str, Any]) -> list[Criterion]
     if params.min_repeats >= 2:
         criteria.append(_repeats(context, params))
     if params.checkpoint_hash_equal:
-        criteria.append(
-            Criterion(
-                "checkpoint_hash_match",
-                False,
-                "checkpoint canonical hashes are not compared by this version of gates",
-            )
-        )
+        criteria.append(_checkpoint_hashes(context))
     return criteria
+
+
+def _checkpoint_hashes(context: EvaluationContext) -> Criterion:
+    """A counting `gates check checkpoint --against` output with hash_match=true."""
+    for judgement, output in _outputs(context, ArtifactKind.CHECKPOINT_CHECK):
+        against = output.get("against")
+        if isinstance(against, dict) and against.get("hash_match") is True:
+            detail = f"hash_match=true after mapping ({judgement.path})"
+            return Criterion("checkpoint_hash_match", True, detail)
+    return Criterion(
+        "checkpoint_hash_match",
+        False,
+        "no formal checkpoint check with hash_match=true "
+        "(gates check checkpoint CANDIDATE --against REFERENCE)",
+    )
