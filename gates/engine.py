@@ -8,6 +8,7 @@ no receipt was rejected.
 from __future__ import annotations
 
 import dataclasses
+import datetime as dt
 import os
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -32,6 +33,7 @@ from gates.freeze import FreezeReport, evaluate_freeze
 from gates.hashing import StatCache, cache_file
 from gates.receipts.model import RECEIPT_SUFFIX, Receipt
 from gates.receipts.verify import Judgement, JudgingContext, Status, judge
+from gates.waivers import LoadedWaiver, load_waivers, today
 from gates.workspace import Workspace
 
 RESULTS_CHECK = results_contract.CHECK
@@ -46,6 +48,8 @@ class AuditResult:
     receipts: tuple[Judgement, ...]
     alignment: Alignment
     configuration_errors: tuple[str, ...]
+    waivers: tuple[LoadedWaiver, ...] = ()
+    today: dt.date = dataclasses.field(default_factory=today)
 
     @property
     def formal_alignment_steps(self) -> int:
@@ -291,8 +295,14 @@ def run_audit(
     alignment = alignment_for(state, results_spec(state.loaded))
     context = EvaluationContext(workspace, state.freeze, state.receipts, alignment=alignment)
     results = [evaluate_contract(path, spec, context) for path, spec in state.loaded]
+    waivers, waiver_errors = load_waivers(workspace.contracts_dir, workspace.root)
+    results, unknown = attach_waivers(results, waivers)
     results += [_broken_file_result(error, workspace.root) for error in state.file_errors]
-    blockers = _blockers(results, state.receipts)
+    date = today()
+    errors = [f"{e.source}: {e.message}" for e in state.file_errors] + waiver_errors + unknown
+    blockers = _blockers(results, state.receipts, date) + [
+        f"configuration error: {error}" for error in waiver_errors + unknown
+    ]
     return AuditResult(
         verdict="blocked" if blockers else "pass",
         blockers=tuple(blockers),
@@ -300,19 +310,54 @@ def run_audit(
         contracts=tuple(results),
         receipts=state.receipts,
         alignment=alignment,
-        configuration_errors=tuple(f"{e.source}: {e.message}" for e in state.file_errors),
+        configuration_errors=tuple(errors),
+        waivers=tuple(waivers),
+        today=date,
     )
 
 
-def _blockers(results: list[ContractResult], receipts: tuple[Judgement, ...]) -> list[str]:
-    blockers = [
-        f"{r.spec.id} is {r.status.value}"
-        for r in results
-        if r.spec.blocking and r.status is not DischargeStatus.DISCHARGED
+def attach_waivers(
+    results: list[ContractResult], waivers: list[LoadedWaiver]
+) -> tuple[list[ContractResult], list[str]]:
+    """Give each contract its waivers; a waiver naming no known contract or criterion is an error."""
+    by_id = {result.spec.id: result for result in results}
+    errors = []
+    for loaded in waivers:
+        target = by_id.get(loaded.waiver.contract)
+        if target is None:
+            errors.append(f"{loaded.source}: waiver for unknown contract {loaded.waiver.contract}")
+        elif loaded.waiver.criterion and loaded.waiver.criterion not in {
+            c.name for c in target.criteria
+        }:
+            errors.append(
+                f"{loaded.source}: contract {loaded.waiver.contract} has no criterion "
+                f"{loaded.waiver.criterion}"
+            )
+    attached = [
+        dataclasses.replace(
+            result,
+            waivers=tuple(w for w in waivers if w.waiver.contract == result.spec.id),
+        )
+        for result in results
     ]
+    return attached, errors
+
+
+def _blockers(
+    results: list[ContractResult], receipts: tuple[Judgement, ...], date: dt.date
+) -> list[str]:
+    blockers = [_blocker(r, date) for r in results if r.blocks(date)]
     if not any(r.spec.blocking for r in results):
         blockers.append("no blocking contract is configured; an empty contract set never passes")
     rejected = [j.path for j in receipts if j.status is Status.REJECTED]
     if rejected:
         blockers.append(f"{len(rejected)} receipt(s) rejected: {', '.join(rejected[:5])}")
     return blockers
+
+
+def _blocker(result: ContractResult, date: dt.date) -> str:
+    expired = [w for w in result.waivers if not w.active(date)]
+    note = "".join(
+        f" (waiver by {w.waiver.owner} expired on {w.waiver.expires.isoformat()})" for w in expired
+    )
+    return f"{result.spec.id} is {result.status.value}{note}"

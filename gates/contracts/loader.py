@@ -9,6 +9,7 @@ from pathlib import Path
 from pydantic import ValidationError
 
 from gates.contracts.model import ContractSpec
+from gates.waivers import WAIVER_SUFFIX
 
 CONTRACT_GLOB = "*.toml"
 
@@ -46,6 +47,8 @@ def load_contracts(folder: Path) -> tuple[list[tuple[Path, ContractSpec]], list[
     errors: list[ContractFileError] = []
     seen: dict[str, Path] = {}
     for path in sorted(folder.glob(CONTRACT_GLOB)):
+        if path.name.endswith(WAIVER_SUFFIX):
+            continue
         if path.is_symlink():
             errors.append(ContractFileError(path, "contract file is a symlink"))
             continue

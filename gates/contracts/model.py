@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import datetime as dt
 from dataclasses import dataclass, field
 from enum import StrEnum
 from pathlib import Path
@@ -12,6 +13,7 @@ from pydantic import BaseModel, ConfigDict, Field, StrictBool, StringConstraints
 from gates.freeze import FreezeReport
 from gates.receipts.model import ArtifactKind
 from gates.receipts.verify import Judgement
+from gates.waivers import LoadedWaiver
 from gates.workspace import Workspace
 
 if TYPE_CHECKING:
@@ -70,10 +72,27 @@ class ContractResult:
     status: DischargeStatus
     criteria: tuple[Criterion, ...]
     evidence: tuple[Evidence, ...] = ()
+    waivers: tuple[LoadedWaiver, ...] = ()
 
     @property
     def first_unmet(self) -> Criterion | None:
         return next((c for c in self.criteria if not c.met), None)
+
+    def waived(self, today: dt.date) -> bool:
+        """An active waiver covers the contract, or every unmet criterion of it."""
+        active = [w.waiver for w in self.waivers if w.active(today)]
+        if any(w.criterion is None for w in active):
+            return True
+        covered = {w.criterion for w in active}
+        unmet = [c.name for c in self.criteria if not c.met]
+        return bool(unmet) and all(name in covered for name in unmet)
+
+    def blocks(self, today: dt.date) -> bool:
+        return (
+            self.spec.blocking
+            and self.status is not DischargeStatus.DISCHARGED
+            and not self.waived(today)
+        )
 
 
 def discharge_status(criteria: tuple[Criterion, ...]) -> DischargeStatus:
