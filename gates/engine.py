@@ -319,7 +319,7 @@ def run_audit(
 def attach_waivers(
     results: list[ContractResult], waivers: list[LoadedWaiver]
 ) -> tuple[list[ContractResult], list[str]]:
-    """Give each contract its waivers; a waiver naming no known contract or criterion is an error."""
+    """Give each contract its waivers; one naming no known contract or criterion is an error."""
     by_id = {result.spec.id: result for result in results}
     errors = []
     for loaded in waivers:
