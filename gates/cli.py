@@ -17,11 +17,14 @@ from gates.checkpoints.check import ShardRange
 from gates.commands import audit as audit_command
 from gates.commands import check as check_command
 from gates.commands import checkpoint as checkpoint_command
+from gates.commands import claims as claims_command
 from gates.commands import demo as demo_command
+from gates.commands import explain as explain_command
 from gates.commands import freeze as freeze_command
 from gates.commands import init as init_command
 from gates.commands import inventory as inventory_command
 from gates.commands import receipt as receipt_command
+from gates.commands import status as status_command
 from gates.commands import steps as steps_command
 from gates.errors import GatesError
 from gates.receipts.create import ReceiptRequest
@@ -429,6 +432,61 @@ def steps(state: State, limit: int | None, output_format: str) -> None:
     """formal_alignment_steps = N / required, why, and the per-step ledger."""
     code = steps_command.steps(
         state.workspace(), limit=limit, as_json=output_format == "json", echo=_echo
+    )
+    sys.exit(code)
+
+
+@cli.command()
+@click.option(
+    "--format",
+    "output_format",
+    type=click.Choice(["markdown", "json"]),
+    default="markdown",
+    show_default=True,
+)
+@click.option("--lang", type=click.Choice(["en", "zh"]), default="en", show_default=True)
+@click.option(
+    "--pr-body",
+    type=click.Path(dir_okay=False, path_type=Path),
+    help="Replace the block between the gates:status markers in this file (or append it).",
+)
+@pass_state
+def status(state: State, output_format: str, lang: str, pr_body: Path | None) -> None:
+    """The PR status block: verdict, contracts, blockers, evidence, what is unverified."""
+    if pr_body is not None and not pr_body.is_absolute():
+        pr_body = state.cwd() / pr_body
+    code = status_command.status(
+        state.workspace(), output_format=output_format, lang=lang, pr_body=pr_body, echo=_echo
+    )
+    sys.exit(code)
+
+
+@cli.command()
+@click.argument("contract_id", metavar="ID")
+@_FORMAT
+@pass_state
+def explain(state: State, contract_id: str, output_format: str) -> None:
+    """One contract: each criterion now, and the commands that would discharge it."""
+    code = explain_command.explain(
+        state.workspace(), contract_id, as_json=output_format == "json", echo=_echo
+    )
+    sys.exit(code)
+
+
+@cli.group()
+def claims() -> None:
+    """Figures claimed in PR texts."""
+
+
+@claims.command("check")
+@click.argument("file", type=click.Path(dir_okay=False, path_type=Path))
+@_FORMAT
+@pass_state
+def claims_check(state: State, file: Path, output_format: str) -> None:
+    """List every figure FILE claims that no accepted receipt or checker output backs."""
+    path = file if file.is_absolute() else state.cwd() / file
+    code = claims_command.claims_check(
+        state.workspace(), path, as_json=output_format == "json", echo=_echo
     )
     sys.exit(code)
 

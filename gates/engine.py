@@ -50,6 +50,12 @@ class AuditResult:
     configuration_errors: tuple[str, ...]
     waivers: tuple[LoadedWaiver, ...] = ()
     today: dt.date = dataclasses.field(default_factory=today)
+    root: Path = Path()
+
+    def relative(self, path: Path) -> str:
+        return (
+            path.relative_to(self.root).as_posix() if path.is_relative_to(self.root) else str(path)
+        )
 
     @property
     def formal_alignment_steps(self) -> int:
@@ -313,6 +319,7 @@ def run_audit(
         configuration_errors=tuple(errors),
         waivers=tuple(waivers),
         today=date,
+        root=workspace.root,
     )
 
 

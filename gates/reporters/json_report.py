@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import datetime as dt
 import json
 from typing import Any
 
@@ -32,7 +33,7 @@ def evidence_entry(evidence: Evidence) -> dict[str, Any]:
     }
 
 
-def contract_entry(result: ContractResult) -> dict[str, Any]:
+def contract_entry(result: ContractResult, today: dt.date) -> dict[str, Any]:
     return {
         "id": result.spec.id,
         "title": result.spec.title,
@@ -40,7 +41,10 @@ def contract_entry(result: ContractResult) -> dict[str, Any]:
         "dischargeStatus": result.status.value,
         "criteria": [{"name": c.name, "met": c.met, "detail": c.detail} for c in result.criteria],
         "discharge": result.spec.discharge,
+        "remediation": list(result.spec.remediation),
         "evidence": [evidence_entry(e) for e in result.evidence],
+        "waived": result.waived(today) and result.status != "discharged",
+        "waivers": [w.to_json(today) for w in result.waivers],
     }
 
 
@@ -51,7 +55,8 @@ def audit_object(result: AuditResult) -> dict[str, Any]:
         "required_steps": result.required_steps,
         "blockers": list(result.blockers),
         "freeze": result.freeze.to_json(),
-        "contracts": [contract_entry(c) for c in result.contracts],
+        "contracts": [contract_entry(c, result.today) for c in result.contracts],
+        "waivers": [w.to_json(result.today) for w in result.waivers],
         "receipts": [receipt_entry(j) for j in result.receipts],
     }
 

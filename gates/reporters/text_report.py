@@ -22,7 +22,12 @@ def render(result: AuditResult) -> str:
             (
                 contract.spec.id,
                 "yes" if contract.spec.blocking else "no",
-                contract.status.value,
+                contract.status.value
+                + (
+                    " (waived)"
+                    if contract.waived(result.today) and contract.status != "discharged"
+                    else ""
+                ),
                 f"{met}/{len(contract.criteria)}",
                 _shorten(f"{unmet.name}: {unmet.detail}") if unmet else "-",
             )
@@ -44,6 +49,7 @@ def render(result: AuditResult) -> str:
     lines.append(
         f"formal_alignment_steps = {result.formal_alignment_steps} / {result.required_steps}"
     )
+    lines += [f"waiver: {w.describe(result.today)}" for w in result.waivers]
     lines += [f"blocked by: {blocker}" for blocker in result.blockers]
     lines.append(f"verdict={result.verdict}")
     return "\n".join(line.rstrip() for line in lines)

@@ -1,0 +1,32 @@
+"""`gates claims check FILE`: every figure a PR text claims, backed by evidence or not."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import asdict
+from pathlib import Path
+
+from gates import exitcodes
+from gates.claims import check_claims
+from gates.commands import Echo
+from gates.engine import run_audit
+from gates.errors import GatesError
+from gates.workspace import Workspace
+
+
+def claims_check(workspace: Workspace, path: Path, *, as_json: bool, echo: Echo) -> int:
+    """Exit 1 when any claim is unbacked."""
+    try:
+        text = path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise GatesError(f"cannot read: {exc}", file=path) from None
+    claims = check_claims(text, run_audit(workspace))
+    unbacked = [claim for claim in claims if not claim.backed]
+    if as_json:
+        echo(json.dumps([asdict(claim) for claim in claims], indent=2, ensure_ascii=False))
+    else:
+        lines = [f"{path}:{c.line}: unbacked {c.kind} claim: {c.text}" for c in unbacked]
+        backed = len(claims) - len(unbacked)
+        lines.append(f"{len(claims)} claim(s): {backed} backed, {len(unbacked)} unbacked")
+        echo("\n".join(lines))
+    return exitcodes.BLOCKED if unbacked else exitcodes.OK

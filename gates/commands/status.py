@@ -1,0 +1,60 @@
+"""`gates status`: the PR status block, printed or written into a PR body in place."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from gates import exitcodes
+from gates.atomic import write_text_atomic
+from gates.commands import Echo
+from gates.engine import AuditResult, run_audit
+from gates.errors import GatesError
+from gates.reporters import status_md
+from gates.reporters.json_report import audit_object
+from gates.workspace import Workspace
+
+
+def status_object(result: AuditResult, lang: str) -> dict[str, object]:
+    words = status_md.messages(lang)
+    return {
+        **audit_object(result),
+        "unverified": status_md.unverified(result, words),
+        "not_claimed": status_md.not_claimed(result, words),
+    }
+
+
+def update_pr_body(path: Path, block: str) -> bool:
+    """Replace the block in ``path`` atomically; True when the file changed."""
+    try:
+        body = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        body = ""
+    except (OSError, UnicodeDecodeError) as exc:
+        raise GatesError(f"cannot read the PR body: {exc}", file=path) from None
+    updated = status_md.replace_block(body, block)
+    if updated == body:
+        return False
+    write_text_atomic(path, updated)
+    return True
+
+
+def status(
+    workspace: Workspace,
+    *,
+    output_format: str,
+    lang: str,
+    pr_body: Path | None,
+    echo: Echo,
+) -> int:
+    result = run_audit(workspace)
+    if output_format == "json":
+        echo(json.dumps(status_object(result, lang), indent=2, ensure_ascii=False))
+    else:
+        block = status_md.render(result, lang)
+        if pr_body is None:
+            echo(block)
+        else:
+            changed = update_pr_body(pr_body, block)
+            echo(f"{pr_body}: status block {'updated' if changed else 'unchanged'}")
+    return exitcodes.OK if result.verdict == "pass" else exitcodes.BLOCKED

@@ -1,0 +1,247 @@
+"""The PR status block: generated from the audit, fixed size, deterministic, en or zh.
+
+One table row per contract; "Blocked by" with each unmet criterion and the
+discharge criterion; "Evidence" (at most EVIDENCE_ROWS receipts, by path)
+with class, weight and key figures read from the receipted files;
+"Unverified", derived from unmet criteria and missing evidence; and a
+closing line of what the PR does not claim. No timestamps: the same inputs
+give the same bytes.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+from pathlib import Path
+from typing import Any
+
+from gates.contracts.model import DischargeStatus
+from gates.engine import AuditResult
+from gates.losses import LossFileError, read_losses
+from gates.receipts.model import ArtifactKind, Framework
+from gates.receipts.verify import Judgement, Status
+
+START = "<!-- gates:status -->"
+END = "<!-- /gates:status -->"
+EVIDENCE_ROWS = 12
+DETAIL_WIDTH = 90
+
+LOCALES = Path(__file__).resolve().parent.parent / "locales"
+LANGUAGES = ("en", "zh")
+
+
+@functools.cache
+def messages(lang: str) -> dict[str, str]:
+    """The fixed texts of the block in ``lang`` (gates/locales/<lang>.json)."""
+    table: dict[str, str] = json.loads((LOCALES / f"{lang}.json").read_text(encoding="utf-8"))
+    return table
+
+
+def _cell(text: str, width: int = DETAIL_WIDTH) -> str:
+    flat = " ".join(text.split()).replace("|", "\\|")
+    return flat if len(flat) <= width else flat[: width - 1] + "…"
+
+
+def _load(root: Path, judgement: Judgement) -> Any:
+    receipt = judgement.receipt
+    if receipt is None:
+        return None
+    try:
+        return json.loads((root / receipt.subjects[0].path).read_bytes())
+    except (OSError, ValueError):
+        return None
+
+
+def _loss_figures(root: Path, judgement: Judgement) -> str:
+    assert judgement.receipt is not None  # noqa: S101  (callers pass read receipts)
+    relpath = judgement.receipt.subjects[0].path
+    try:
+        series = read_losses(root / relpath, relpath)
+    except LossFileError:
+        return "unreadable"
+    rounded = ", rounded" if series.rounded else ""
+    return f"steps={len(series)}, step-1 loss={series.values[0]!r}{rounded}"
+
+
+def _figures(root: Path, judgement: Judgement) -> str:
+    receipt = judgement.receipt
+    if receipt is None:
+        return judgement.reason
+    kind = receipt.kind
+    if kind in (ArtifactKind.LOSS, ArtifactKind.RAW_LOSS):
+        return _loss_figures(root, judgement)
+    data = _load(root, judgement)
+    if not isinstance(data, dict):
+        return f"{len(receipt.subjects)} file(s)"
+    return _json_figures(kind, data)
+
+
+def _json_figures(kind: ArtifactKind, data: dict[str, Any]) -> str:
+    def pick(*keys: str) -> str:
+        return ", ".join(f"{k}={json.dumps(data[k])}" for k in keys if k in data)
+
+    if kind is ArtifactKind.LOSS_CHECK and data.get("mode") == "determinism":
+        return pick("runs", "deterministic_steps", "steps", "first_differing_step")
+    if kind is ArtifactKind.LOSS_CHECK:
+        return pick(
+            "consistent_steps", "first_divergence_step", "max_diff", "bit_exact_required_steps"
+        )
+    if kind is ArtifactKind.CHECKPOINT_CHECK:
+        against = data.get("against") or {}
+        hash_match = f", hash_match={json.dumps(against.get('hash_match'))}" if against else ""
+        return pick("tensor_count", "valid", "hygiene_clean") + hash_match
+    if kind is ArtifactKind.STRUCTURE_PARITY:
+        counts = data.get("counts", {})
+        sides = (
+            f"{data['reference']['tensor_count']} vs {data['candidate']['tensor_count']} tensors"
+        )
+        return sides + "; " + ", ".join(f"{k} {v}" for k, v in counts.items())
+    if kind is ArtifactKind.ENV:
+        return pick("framework_version", "device_name", "weights_loaded")
+    return pick("format", "run_id")
+
+
+def _side(judgement: Judgement, words: dict[str, str]) -> str:
+    framework = judgement.receipt.framework if judgement.receipt else None
+    if framework is Framework.TORCH:
+        return f"{words['reference']} (torch)"
+    if framework is Framework.PADDLE:
+        return f"{words['candidate']} (paddle)"
+    return "-"
+
+
+def _contract_rows(result: AuditResult, words: dict[str, str]) -> list[str]:
+    rows = [words["table"], "|---|---|---|---|---|"]
+    for contract in result.contracts:
+        met = sum(c.met for c in contract.criteria)
+        unmet = contract.first_unmet
+        status = contract.status.value
+        if contract.status is not DischargeStatus.DISCHARGED and contract.waived(result.today):
+            status += f" ({words['waived']})"
+        rows.append(
+            f"| `{contract.spec.id}` | {words['yes'] if contract.spec.blocking else words['no']} "
+            f"| {status} | {met}/{len(contract.criteria)} "
+            f"| {_cell(f'{unmet.name}: {unmet.detail}') if unmet else '-'} |"
+        )
+    return rows
+
+
+def _blocked_by(result: AuditResult, words: dict[str, str]) -> list[str]:
+    blocking = [c for c in result.contracts if c.blocks(result.today)]
+    if not blocking:
+        return []
+    lines = ["", words["blocked_by"]]
+    for contract in blocking:
+        discharge = words["discharge"].format(discharge=contract.spec.discharge)
+        lines.append(f"- `{contract.spec.id}` ({contract.status.value}): {discharge}")
+        lines += [f"  - {c.name}: {_cell(c.detail)}" for c in contract.criteria if not c.met]
+    others = [b for b in result.blockers if not any(b.startswith(c.spec.id) for c in blocking)]
+    lines += [f"- {_cell(b)}" for b in others]
+    return lines
+
+
+def _evidence(result: AuditResult, words: dict[str, str]) -> list[str]:
+    lines = ["", words["evidence"]]
+    if not result.receipts:
+        return [*lines, words["no_evidence"]]
+    lines += [words["evidence_table"], "|---|---|---|---|---|---|"]
+    for judgement in result.receipts[:EVIDENCE_ROWS]:
+        kind = judgement.receipt.kind.value if judgement.receipt else "-"
+        lines.append(
+            f"| `{judgement.path}` | {kind} | {_side(judgement, words)} | {judgement.status.value} "
+            f"| {judgement.weight} | {_cell(_figures(result.root, judgement))} |"
+        )
+    hidden = len(result.receipts) - EVIDENCE_ROWS
+    if hidden > 0:
+        lines.append(words["more"].format(count=hidden))
+    return lines
+
+
+def _has(result: AuditResult, name: str, *, met: bool) -> bool:
+    return any(c.name == name and c.met == met for r in result.contracts for c in r.criteria)
+
+
+def _checkpoint_matched(result: AuditResult) -> bool:
+    for judgement in result.receipts:
+        receipt = judgement.receipt
+        if (
+            judgement.status is Status.FORMAL
+            and receipt
+            and receipt.kind is ArtifactKind.CHECKPOINT_CHECK
+        ):
+            data = _load(result.root, judgement)
+            if isinstance(data, dict) and (data.get("against") or {}).get("hash_match") is True:
+                return True
+    return False
+
+
+def unverified(result: AuditResult, words: dict[str, str]) -> list[str]:
+    steps, required = result.formal_alignment_steps, result.required_steps
+    items = []
+    if steps < required:
+        items.append(words["u_steps"].format(first=steps + 1, steps=steps, required=required))
+    why = result.alignment.why
+    if "no formal candidate loss" in why or "no candidate loss receipt" in why:
+        items.append(words["u_candidate"])
+    if "no formal reference loss" in why or "no reference loss receipt" in why:
+        items.append(words["u_reference"])
+    if _has(result, "candidate_repeats_identical", met=False):
+        items.append(words["u_repeats"])
+    if not _checkpoint_matched(result):
+        items.append(words["u_checkpoint"])
+    rejected = sum(j.status is Status.REJECTED for j in result.receipts)
+    if rejected:
+        items.append(words["u_rejected"].format(count=rejected))
+    items.append(words["u_gradients"])
+    return items
+
+
+def not_claimed(result: AuditResult, words: dict[str, str]) -> str:
+    items = []
+    if result.formal_alignment_steps < result.required_steps or result.required_steps == 0:
+        items.append(words["c_loss"])
+    if not _checkpoint_matched(result):
+        items.append(words["c_checkpoint"])
+    if result.verdict != "pass":
+        items.append(words["c_done"])
+    if not items:
+        return words["all_claimed"]
+    separator = words["list_separator"]
+    return words["not_claimed"].format(items=separator.join(items))
+
+
+def _waivers(result: AuditResult, words: dict[str, str]) -> list[str]:
+    if not result.waivers:
+        return []
+    return [
+        "",
+        words["waivers"],
+        *(f"- {_cell(w.describe(result.today), 200)}" for w in result.waivers),
+    ]
+
+
+def render(result: AuditResult, lang: str = "en") -> str:
+    """The block, markers included, ending without a newline."""
+    words = messages(lang)
+    title = words["title"].format(
+        verdict=words[result.verdict],
+        steps=result.formal_alignment_steps,
+        required=result.required_steps,
+    )
+    lines = [START, f"### {title}", "", *_contract_rows(result, words)]
+    lines += _blocked_by(result, words)
+    lines += _waivers(result, words)
+    lines += _evidence(result, words)
+    lines += ["", words["unverified"], *(f"- {item}" for item in unverified(result, words))]
+    lines += ["", not_claimed(result, words), END]
+    return "\n".join(lines)
+
+
+def replace_block(body: str, block: str) -> str:
+    """Put ``block`` between the markers of ``body`` (or append it); nothing else changes."""
+    start = body.find(START)
+    end = body.find(END, start) if start != -1 else -1
+    if start == -1 or end == -1:
+        separator = "" if not body else ("\n" if body.endswith("\n") else "\n\n")
+        return f"{body}{separator}{block}\n"
+    return body[:start] + block + body[end + len(END) :]
