@@ -2,34 +2,17 @@
 """Run the source-freeze check alone: `verdict=pass` or `verdict=blocked` and its reasons.
 
 Usage: audit_source_freeze.py [-C WORKSPACE] [--json]. Exit 0 pass, 1 blocked, 2 error.
+The same check is installed as the `audit-source-freeze` command.
 """
 
 from __future__ import annotations
 
-import argparse
 import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from gates import exitcodes
-from gates.commands.freeze import show
-from gates.errors import GatesError
-from gates.workspace import open_workspace
-
-
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("-C", dest="workspace", default=".", help="workspace folder")
-    parser.add_argument("--json", action="store_true", help="print one JSON object")
-    args = parser.parse_args(argv)
-    try:
-        workspace = open_workspace(Path(args.workspace))
-        return show(workspace, as_json=args.json, echo=print)
-    except GatesError as error:
-        print(f"audit_source_freeze: error: {error.one_line()}", file=sys.stderr)
-        return exitcodes.ERROR
-
+from gates.commands.freeze_script import main
 
 if __name__ == "__main__":
     sys.exit(main())

@@ -21,6 +21,7 @@ from gates.commands import claims as claims_command
 from gates.commands import demo as demo_command
 from gates.commands import explain as explain_command
 from gates.commands import freeze as freeze_command
+from gates.commands import hook as hook_command
 from gates.commands import init as init_command
 from gates.commands import inventory as inventory_command
 from gates.commands import receipt as receipt_command
@@ -489,6 +490,36 @@ def claims_check(state: State, file: Path, output_format: str) -> None:
         state.workspace(), path, as_json=output_format == "json", echo=_echo
     )
     sys.exit(code)
+
+
+@cli.group()
+def hook() -> None:
+    """A plain git hook running `gates audit` (without the pre-commit framework)."""
+
+
+_STAGE = click.option(
+    "--stage",
+    type=click.Choice(["pre-push", "pre-commit"]),
+    default="pre-push",
+    show_default=True,
+)
+
+
+@hook.command("install")
+@_STAGE
+@click.option("--force", is_flag=True, help="Keep an existing foreign hook aside and install.")
+@pass_state
+def hook_install(state: State, stage: str, force: bool) -> None:
+    """Install the hook."""
+    sys.exit(hook_command.install(state.workspace(), stage, force=force, echo=_echo))
+
+
+@hook.command("uninstall")
+@_STAGE
+@pass_state
+def hook_uninstall(state: State, stage: str) -> None:
+    """Remove the hook gates installed (restoring one it kept aside)."""
+    sys.exit(hook_command.uninstall(state.workspace(), stage, echo=_echo))
 
 
 @cli.command()

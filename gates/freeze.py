@@ -18,6 +18,7 @@ from gates import git
 from gates.config import GatesConfig
 from gates.errors import ConfigError
 from gates.paths import is_under
+from gates.precommit import stashed_paths
 
 
 class Reason(StrEnum):
@@ -33,6 +34,7 @@ class Reason(StrEnum):
     UNMERGED = "unmerged"
     SUBMODULE = "submodule"
     CONCURRENT_WRITER = "concurrent_writer"
+    HIDDEN_BY_PRE_COMMIT = "hidden_by_pre_commit"
 
 
 #: The criteria of the source-freeze contract and the reasons that fail each.
@@ -45,6 +47,7 @@ CRITERIA: dict[str, tuple[Reason, ...]] = {
         Reason.UNTRACKED,
         Reason.UNMERGED,
         Reason.SUBMODULE,
+        Reason.HIDDEN_BY_PRE_COMMIT,
     ),
     "worktree_stable": (Reason.CONCURRENT_WRITER,),
 }
@@ -182,6 +185,21 @@ def _classify(kind: str, flags: str) -> list[Reason]:
     return codes
 
 
+def hidden_by_pre_commit(tree: SourceTree) -> list[FreezeReason]:
+    """Unstaged changes that pre-commit stashed away while this hook runs."""
+    hidden = [path for path in stashed_paths() or [] if tree.contains(path)]
+    if not hidden:
+        return []
+    return [
+        FreezeReason(
+            Reason.HIDDEN_BY_PRE_COMMIT,
+            "pre-commit stashed unstaged changes inside the source tree while hooks run "
+            f"({_name_paths(hidden)}): the worktree only looks clean; commit or stash them, "
+            "and run the strict check at pre-push and in CI",
+        )
+    ]
+
+
 def _changed_paths(first: bytes, second: bytes) -> list[str]:
     a = set(parse_status(first))
     b = set(parse_status(second))
@@ -259,6 +277,7 @@ def evaluate_freeze(
                 )
             )
     reasons += worktree_reasons(first_status, tree)
+    reasons += hidden_by_pre_commit(tree)
     if between_reads is not None:
         between_reads()
     second_status = git.status_porcelain(root, tree.pathspecs())
