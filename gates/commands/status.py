@@ -6,7 +6,7 @@ import json
 from pathlib import Path
 
 from gates import exitcodes
-from gates.atomic import write_text_atomic
+from gates.atomic import write_bytes_atomic
 from gates.commands import Echo
 from gates.engine import AuditResult, run_audit
 from gates.errors import GatesError
@@ -27,7 +27,7 @@ def status_object(result: AuditResult, lang: str) -> dict[str, object]:
 def update_pr_body(path: Path, block: str) -> bool:
     """Replace the block in ``path`` atomically; True when the file changed."""
     try:
-        body = path.read_text(encoding="utf-8")
+        body = path.read_bytes().decode("utf-8")  # bytes: keep the body's line endings
     except FileNotFoundError:
         body = ""
     except (OSError, UnicodeDecodeError) as exc:
@@ -35,7 +35,7 @@ def update_pr_body(path: Path, block: str) -> bool:
     updated = status_md.replace_block(body, block)
     if updated == body:
         return False
-    write_text_atomic(path, updated)
+    write_bytes_atomic(path, updated.encode("utf-8"))
     return True
 
 

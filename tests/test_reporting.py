@@ -1,0 +1,368 @@
+"""The PR status block, --pr-body, waivers, explain, claims and the CI formats, via the CLI.
+
+Golden files: tests/golden/status.{en,zh}.md. After an intended change of the block,
+regenerate them with `GATES_UPDATE_GOLDEN=1 .venv/bin/python -m pytest tests/test_reporting.py`
+and review the diff.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import xml.etree.ElementTree as ET
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import REPO_ROOT, Workspace, write
+from tests.lossgen import train_losses, write_loss_json
+
+GOLDEN = Path(__file__).parent / "golden"
+SEED_PR = REPO_ROOT.parent / "shared" / "context" / "seed-pr-glm52-alignment.txt"
+ENV = {
+    "framework_version": "3.2.0",
+    "device_name": "NVIDIA H800",
+    "weights_loaded": True,
+    "revision": "b4734de4facf877f85769a911abafc5283eab3d9",
+    "model_config_sha256": "1" * 64,
+}
+
+
+PROFILE = [
+    arg
+    for pair in (
+        "name=minimum_complete",
+        "mode=optimizer",
+        "device=cuda",
+        "dtype=bfloat16",
+        "tp=2",
+        "pp=2",
+        "ep=1",
+        "etp=1",
+        "sp=true",
+        "world=4",
+    )
+    for arg in ("--profile", pair)
+]
+
+
+def record(ws: Workspace, capsys: pytest.CaptureFixture[str], framework: str, first: float) -> None:
+    losses = [first, *train_losses(99)]
+    write_loss_json(ws.root / f"results/{framework}/loss.json", losses)
+    write(ws.root, f"results/{framework}/env.json", json.dumps({"framework": framework, **ENV}))
+    for kind, name in (("loss", "loss.json"), ("env", "env.json")):
+        result = ws.gates(
+            capsys,
+            "receipt",
+            "create",
+            "--kind",
+            kind,
+            "--subject",
+            f"results/{framework}/{name}",
+            "--framework",
+            framework,
+            *PROFILE,
+        )
+        assert result.code == 0, result.err
+
+
+@pytest.fixture
+def seeded(ws: Workspace, capsys: pytest.CaptureFixture[str]) -> Workspace:
+    """The seed PR's situation: both sides recorded, losses differing from step 1."""
+    record(ws, capsys, "torch", 11.821396827697754)
+    record(ws, capsys, "paddle", 11.811029434204102)
+    ws.gates(
+        capsys,
+        "check",
+        "loss",
+        "results/torch/loss.json",
+        "results/paddle/loss.json",
+        "-o",
+        "experiments/e055-acceptance-oracle/checker_run.receipt.json",
+    )
+    return ws
+
+
+@pytest.mark.parametrize("lang", ["en", "zh"])
+def test_status_block_matches_the_golden_file(
+    seeded: Workspace, capsys: pytest.CaptureFixture[str], lang: str
+) -> None:
+    result = seeded.gates(capsys, "status", "--lang", lang)
+    assert result.code == 1
+    golden = GOLDEN / f"status.{lang}.md"
+    if os.environ.get("GATES_UPDATE_GOLDEN") == "1":
+        golden.write_text(result.out, encoding="utf-8")
+    assert result.out == golden.read_text(encoding="utf-8")
+
+
+def test_status_is_deterministic_and_fixed_size(
+    seeded: Workspace, capsys: pytest.CaptureFixture[str]
+) -> None:
+    first = seeded.gates(capsys, "status").out
+    assert seeded.gates(capsys, "status").out == first
+    contract_rows = [
+        line for line in first.splitlines() if line.startswith("| `") and "` | yes |" in line
+    ]
+    assert len(contract_rows) == 4
+    for index in range(20):
+        write_loss_json(
+            seeded.root / f"experiments/extra/run{index:02d}/loss.json",
+            [float(index) + 0.123456789],
+        )
+        seeded.gates(
+            capsys,
+            "receipt",
+            "create",
+            "--kind",
+            "loss",
+            "--subject",
+            f"experiments/extra/run{index:02d}/loss.json",
+        )
+    grown = seeded.gates(capsys, "status").out
+    evidence_rows = [
+        line for line in grown.splitlines() if line.startswith("| `") and ".receipt.json` |" in line
+    ]
+    assert len(evidence_rows) == 12
+    assert "…and 13 more receipt(s)" in grown
+
+
+def test_pr_body_block_is_replaced_in_place_and_idempotent(
+    seeded: Workspace, capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    body = tmp_path / "pr.md"
+    before, after = (
+        "## Description\r\nAOA keeps the DSA index sharing.\r\n\n",
+        "\n## Tests\nsee CI 😊\n",
+    )
+    body.write_bytes(
+        (before + "<!-- gates:status -->\nstale\n<!-- /gates:status -->" + after).encode()
+    )
+    result = seeded.gates(capsys, "status", "--pr-body", str(body))
+    assert result.out.strip().endswith("status block updated")
+    text = body.read_bytes().decode()
+    assert text.startswith(before)
+    assert text.endswith(after)
+    assert "stale" not in text
+    assert seeded.gates(capsys, "status").out.rstrip("\n") in text
+    stamp = body.stat().st_mtime_ns
+    again = seeded.gates(capsys, "status", "--pr-body", str(body))
+    assert again.out.strip().endswith("status block unchanged")
+    assert body.read_bytes().decode() == text
+    assert body.stat().st_mtime_ns == stamp
+
+
+def test_pr_body_without_markers_gets_the_block_appended(
+    seeded: Workspace, capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    body = tmp_path / "pr.md"
+    body.write_text("Draft.\n")
+    seeded.gates(capsys, "status", "--pr-body", str(body))
+    text = body.read_text()
+    assert text.startswith("Draft.\n\n<!-- gates:status -->\n")
+    assert text.endswith("<!-- /gates:status -->\n")
+    seeded.gates(capsys, "status", "--pr-body", str(body))
+    assert body.read_text() == text
+
+
+def test_status_json_carries_unverified_and_not_claimed(
+    seeded: Workspace, capsys: pytest.CaptureFixture[str]
+) -> None:
+    data = json.loads(seeded.gates(capsys, "status", "--format", "json").out)
+    assert data["verdict"] == "blocked"
+    assert any("Checkpoint canonical hash equality" in item for item in data["unverified"])
+    assert (
+        data["not_claimed"]
+        == "_Not claimed by this PR: loss alignment, checkpoint alignment, completion._"
+    )
+
+
+def waiver(
+    ws: Workspace, name: str, contract: str, expires: str, criterion: str | None = None
+) -> None:
+    lines = [
+        f'contract = "{contract}"',
+        'owner = "zrr1999"',
+        'reason = "MTP indexer not built on the Paddle side yet"',
+        f"expires = {expires}",
+    ]
+    if criterion:
+        lines.append(f'criterion = "{criterion}"')
+    write(ws.root, f"contracts/{name}.waiver.toml", "\n".join(lines) + "\n")
+
+
+def keep_freeze_and_inventory(ws: Workspace) -> None:
+    for path in (ws.root / "contracts").glob("*.toml"):
+        if "source-freeze" not in path.name and "tensor-inventory" not in path.name:
+            path.unlink()
+
+
+def test_an_active_waiver_unblocks_and_an_expired_one_blocks_again(
+    ws: Workspace, capsys: pytest.CaptureFixture[str]
+) -> None:
+    keep_freeze_and_inventory(ws)
+    inventory = "contract_environment.tensor-inventory"
+    waiver(ws, "inventory", inventory, "2999-12-31")
+    report = json.loads(ws.gates(capsys, "audit", "--format", "json").out)
+    assert report["verdict"] == "pass"
+    entry = next(c for c in report["contracts"] if c["id"] == inventory)
+    assert entry["dischargeStatus"] == "undischarged"
+    assert entry["waived"] is True
+    assert entry["waivers"][0]["owner"] == "zrr1999"
+    assert report["formal_alignment_steps"] == 0
+    status = ws.gates(capsys, "status").out
+    assert "undischarged (waived)" in status
+    assert "waived by zrr1999 until 2999-12-31" in status
+    waiver(ws, "inventory", inventory, "2020-01-01")
+    result = ws.gates(capsys, "audit")
+    assert result.code == 1
+    assert (
+        f"blocked by: {inventory} is undischarged (waiver by zrr1999 expired on 2020-01-01)"
+        in result.out
+    )
+
+
+def test_a_criterion_waiver_covers_only_that_criterion(
+    ws: Workspace, capsys: pytest.CaptureFixture[str]
+) -> None:
+    keep_freeze_and_inventory(ws)
+    inventory = "contract_environment.tensor-inventory"
+    waiver(ws, "one", inventory, "2999-12-31", criterion="no_structural_difference")
+    assert json.loads(ws.gates(capsys, "audit", "--format", "json").out)["verdict"] == "blocked"
+
+
+@pytest.mark.parametrize(
+    ("contract", "criterion", "message"),
+    [
+        (
+            "contract_environment.no-such-contract",
+            None,
+            "waiver for unknown contract contract_environment.no-such-contract",
+        ),
+        (
+            "contract_environment.tensor-inventory",
+            "no_such_criterion",
+            "has no criterion no_such_criterion",
+        ),
+    ],
+)
+def test_a_waiver_for_something_unknown_is_an_error(
+    ws: Workspace,
+    capsys: pytest.CaptureFixture[str],
+    contract: str,
+    criterion: str | None,
+    message: str,
+) -> None:
+    waiver(ws, "bad", contract, "2999-12-31", criterion)
+    result = ws.gates(capsys, "audit")
+    assert result.code == 2
+    assert message in result.out
+
+
+def test_a_malformed_waiver_is_an_error(ws: Workspace, capsys: pytest.CaptureFixture[str]) -> None:
+    write(
+        ws.root,
+        "contracts/late.waiver.toml",
+        'contract = "x.y"\nowner = "a"\nreason = "r"\nexpires = "soon"\n',
+    )
+    result = ws.gates(capsys, "audit", "--format", "json")
+    assert result.code == 2
+    assert any(
+        "contracts/late.waiver.toml: key 'expires'" in b for b in json.loads(result.out)["blockers"]
+    )
+
+
+def test_explain_lists_criteria_and_commands(
+    seeded: Workspace, capsys: pytest.CaptureFixture[str]
+) -> None:
+    result = seeded.gates(capsys, "explain", "acceptance_oracle.results-schema-and-provenance")
+    assert result.code == 1
+    lines = result.out.splitlines()
+    assert lines[0] == (
+        "acceptance_oracle.results-schema-and-provenance: "
+        "Results are schema-valid, receipted, and formally aligned for the required steps"
+    )
+    assert (
+        "  [x] reference_results_valid: loss.json, env.json present, valid and receipted in results/torch/"
+        in lines
+    )
+    assert any(
+        line.startswith("  [ ] formal_alignment_steps: formal_alignment_steps = 0 / 100")
+        for line in lines
+    )
+    assert (
+        "  $ gates check loss results/torch/loss.json results/paddle/loss.json --bit-exact" in lines
+    )
+    unknown = seeded.gates(capsys, "explain", "no.such")
+    assert unknown.code == 2
+    assert "no contract 'no.such'" in unknown.err
+
+
+def test_claims_check_flags_the_withdrawn_forward_loss(
+    seeded: Workspace, capsys: pytest.CaptureFixture[str]
+) -> None:
+    result = seeded.gates(capsys, "claims", "check", str(SEED_PR), "--format", "json")
+    assert result.code == 1
+    claims = json.loads(result.out)
+    by_text = {claim["text"]: claim for claim in claims}
+    withdrawn = by_text["12.416634559631348"]
+    assert withdrawn["backed"] is False
+    assert withdrawn["line"] == next(
+        n
+        for n, line in enumerate(SEED_PR.read_text().splitlines(), 1)
+        if "12.416634559631348" in line
+    )
+    assert by_text["11.811029434204102"]["backed"] is True
+    assert by_text["11.811029434204102"]["source"] == "results/paddle/loss.json"
+    assert by_text["length_match=true"]["backed"] is True
+    assert by_text["consistent_steps=0"]["backed"] is False  # the checker found 99
+    assert by_text["187 vs paddle 182"]["backed"] is False
+    text = seeded.gates(capsys, "claims", "check", str(SEED_PR))
+    assert f"{SEED_PR}:{withdrawn['line']}: unbacked float claim: 12.416634559631348" in text.out
+
+
+def test_claims_backed_by_a_survey_and_receipts(
+    ws: Workspace, capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    record(ws, capsys, "paddle", 11.811029434204102)
+    claim = tmp_path / "claim.md"
+    claim.write_text(
+        f"HEAD {ws.pin[:8]}; loss 11.811029434204102; weights_loaded=true; max_diff=1.58...\n"
+    )
+    claims = json.loads(ws.gates(capsys, "claims", "check", str(claim), "--format", "json").out)
+    backed = {c["text"]: c["backed"] for c in claims}
+    assert backed == {
+        ws.pin[:8]: True,
+        "11.811029434204102": True,
+        "weights_loaded=true": True,
+        "max_diff=1.58...": False,
+    }
+
+
+def test_junit_has_one_testcase_per_contract(
+    seeded: Workspace, capsys: pytest.CaptureFixture[str]
+) -> None:
+    result = seeded.gates(capsys, "audit", "--format", "junit")
+    assert result.code == 1
+    suite = ET.fromstring(result.out.split("\n", 1)[1])
+    cases = suite.findall("testcase")
+    assert [c.get("name") for c in cases] == [
+        "contract_environment.manifest-format-key",
+        "acceptance_oracle.results-schema-and-provenance",
+        "contract_environment.source-freeze-head-vs-pin",
+        "contract_environment.tensor-inventory",
+    ]
+    assert cases[2].find("failure") is None
+    assert cases[1].find("failure") is not None
+    assert suite.get("failures") == "3"
+    props = {p.get("name"): p.get("value") for p in suite.iter("property")}
+    assert props["formal_alignment_steps"] == "0"
+
+
+def test_github_annotations(seeded: Workspace, capsys: pytest.CaptureFixture[str]) -> None:
+    lines = seeded.gates(capsys, "audit", "--format", "github").out.splitlines()
+    assert lines[-1] == "::notice title=gates verdict=blocked::formal_alignment_steps = 0 / 100"
+    errors = [line for line in lines if line.startswith("::error ")]
+    assert len(errors) == 3
+    assert errors[0].startswith(
+        "::error file=contracts/manifest-format-key.toml,title=contract_environment.manifest-format-key::"
+    )
