@@ -282,9 +282,9 @@ def test_explain_lists_criteria_and_commands(
         "Results are schema-valid, receipted, and formally aligned for the required steps"
     )
     assert (
-        "  [x] reference_results_valid: loss.json, env.json present, valid and receipted in results/torch/"
-        in lines
-    )
+        "  [x] reference_results_valid: "
+        "loss.json, env.json present, valid and receipted in results/torch/"
+    ) in lines
     assert any(
         line.startswith("  [ ] formal_alignment_steps: formal_alignment_steps = 0 / 100")
         for line in lines
@@ -343,7 +343,7 @@ def test_junit_has_one_testcase_per_contract(
 ) -> None:
     result = seeded.gates(capsys, "audit", "--format", "junit")
     assert result.code == 1
-    suite = ET.fromstring(result.out.split("\n", 1)[1])
+    suite = ET.fromstring(result.out.split("\n", 1)[1])  # noqa: S314  (our own output)
     cases = suite.findall("testcase")
     assert [c.get("name") for c in cases] == [
         "contract_environment.manifest-format-key",
@@ -364,5 +364,6 @@ def test_github_annotations(seeded: Workspace, capsys: pytest.CaptureFixture[str
     errors = [line for line in lines if line.startswith("::error ")]
     assert len(errors) == 3
     assert errors[0].startswith(
-        "::error file=contracts/manifest-format-key.toml,title=contract_environment.manifest-format-key::"
+        "::error file=contracts/manifest-format-key.toml,"
+        "title=contract_environment.manifest-format-key::"
     )

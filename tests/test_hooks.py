@@ -1,0 +1,132 @@
+"""The pre-merge hooks for real: the pre-commit framework running our hooks from a consumer
+repository that references this repository by file:// URL, and `gates hook install` under
+a real `git push`."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import REPO_ROOT, Workspace, commit_all, make_repo, run_gates, write
+
+PRE_COMMIT = [sys.executable, "-m", "pre_commit"]
+
+
+def only_freeze_contract(root: Path) -> None:
+    for path in (root / "contracts").glob("*.toml"):
+        if "source-freeze" not in path.name:
+            path.unlink()
+
+
+def run(command: list[str], cwd: Path, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(command, cwd=cwd, env=env, capture_output=True, text=True, check=False)
+
+
+@pytest.fixture
+def consumer(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> tuple[Path, dict[str, str]]:
+    """A GLM port repository whose .pre-commit-config.yaml uses this repository's hooks."""
+    root = tmp_path / "consumer"
+    repo = make_repo(root)
+    rev = subprocess.run(
+        ["git", "-C", str(REPO_ROOT), "rev-parse", "HEAD"],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.strip()
+    write(
+        root,
+        ".pre-commit-config.yaml",
+        "\n".join(
+            [
+                "repos:",
+                f"  - repo: file://{REPO_ROOT}",
+                f"    rev: {rev}",
+                "    hooks:",
+                "      - id: audit-source-freeze",
+                "      - id: gates-audit",
+                "",
+            ]
+        ),
+    )
+    assert run_gates(capsys, "-C", str(root), "init").code == 0
+    only_freeze_contract(root)
+    pin = commit_all(repo, "governance and hooks")
+    assert run_gates(capsys, "-C", str(root), "freeze", "pin", pin).code == 0
+    commit_all(repo, "pin")
+    env = {**os.environ, "PRE_COMMIT_HOME": str(tmp_path / "pre-commit-home")}
+    env.pop("PRE_COMMIT", None)
+    return root, env
+
+
+def test_pre_commit_runs_our_hooks_from_a_file_url(consumer: tuple[Path, dict[str, str]]) -> None:
+    root, env = consumer
+    passing = run([*PRE_COMMIT, "run", "--all-files", "--hook-stage", "pre-push"], root, env)
+    assert passing.returncode == 0, passing.stdout + passing.stderr
+    assert "audit source freeze" in passing.stdout and "Passed" in passing.stdout
+
+    write(root, "paddleformers/glm/modeling.py", "def forward(x):\n    return x + 1\n")
+    blocked = run([*PRE_COMMIT, "run", "--all-files", "--hook-stage", "pre-push"], root, env)
+    assert blocked.returncode == 1
+    assert "verdict=blocked" in blocked.stdout
+    assert (
+        "unstaged changes inside the source tree: paddleformers/glm/modeling.py" in blocked.stdout
+    )
+    assert "verdict=blocked" in blocked.stdout.split("gates audit")[-1]
+
+
+def test_changes_stashed_by_pre_commit_are_named(consumer: tuple[Path, dict[str, str]]) -> None:
+    root, env = consumer
+    write(root, "results/notes.txt", "staged evidence\n")
+    subprocess.run(["git", "-C", str(root), "add", "results/notes.txt"], check=True)
+    write(root, "paddleformers/glm/config.py", "HIDDEN = 4096\n")  # unstaged: pre-commit hides it
+    result = run([*PRE_COMMIT, "run", "audit-source-freeze"], root, env)
+    assert result.returncode == 1, result.stdout
+    assert (
+        "pre-commit stashed unstaged changes inside the source tree while hooks run"
+        in result.stdout
+    )
+    assert "paddleformers/glm/config.py" in result.stdout
+    assert (root / "paddleformers/glm/config.py").read_text() == "HIDDEN = 4096\n"  # restored
+
+
+def test_git_hook_install_blocks_a_push_until_the_audit_passes(
+    ws: Workspace, capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    only_freeze_contract(ws.root)
+    remote = tmp_path / "remote.git"
+    subprocess.run(["git", "init", "-q", "--bare", str(remote)], check=True)
+    ws.repo.git.remote("add", "origin", str(remote))
+    assert ws.gates(capsys, "hook", "install").code == 0
+    hook = ws.root / ".git/hooks/pre-push"
+    assert os.access(hook, os.X_OK)
+    write(ws.root, "paddleformers/glm/wip.py", "x = 1\n")
+    push = run(["git", "push", "-q", "origin", "main"], ws.root, dict(os.environ))
+    assert push.returncode != 0
+    assert (
+        "untracked files inside the source tree: paddleformers/glm/wip.py"
+        in push.stdout + push.stderr
+    )
+    (ws.root / "paddleformers/glm/wip.py").unlink()
+    push = run(["git", "push", "-q", "origin", "main"], ws.root, dict(os.environ))
+    assert push.returncode == 0, push.stdout + push.stderr
+    assert ws.gates(capsys, "hook", "uninstall").code == 0
+    assert not hook.exists()
+
+
+def test_hook_install_keeps_a_foreign_hook(
+    ws: Workspace, capsys: pytest.CaptureFixture[str]
+) -> None:
+    hook = ws.root / ".git/hooks/pre-push"
+    hook.write_text("#!/bin/sh\necho theirs\n")
+    refused = ws.gates(capsys, "hook", "install")
+    assert refused.code == 2
+    assert "a hook that gates did not write is already there" in refused.err
+    assert ws.gates(capsys, "hook", "install", "--force").code == 0
+    assert (ws.root / ".git/hooks/pre-push.pre-gates").read_text() == "#!/bin/sh\necho theirs\n"
+    assert ws.gates(capsys, "hook", "uninstall").code == 0
+    assert hook.read_text() == "#!/bin/sh\necho theirs\n"
+    assert ws.gates(capsys, "hook", "uninstall").code == 2
