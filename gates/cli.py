@@ -25,6 +25,7 @@ from gates.commands import hook as hook_command
 from gates.commands import init as init_command
 from gates.commands import inventory as inventory_command
 from gates.commands import receipt as receipt_command
+from gates.commands import run as run_command
 from gates.commands import status as status_command
 from gates.commands import steps as steps_command
 from gates.errors import GatesError
@@ -520,6 +521,53 @@ def hook_install(state: State, stage: str, force: bool) -> None:
 def hook_uninstall(state: State, stage: str) -> None:
     """Remove the hook gates installed (restoring one it kept aside)."""
     sys.exit(hook_command.uninstall(state.workspace(), stage, echo=_echo))
+
+
+@cli.command(context_settings={"ignore_unknown_options": True})
+@click.option("--framework", type=click.Choice([f.value for f in Framework]))
+@click.option("--probe", is_flag=True, help="Run even while blocked; stamp everything probe.")
+@click.option("--out", metavar="DIR", help="The run folder (default: results/<framework>).")
+@click.option(
+    "--output",
+    "outputs",
+    multiple=True,
+    metavar="KIND=PATH",
+    help="A declared output to receipt, e.g. checkpoint=results/paddle/checkpoint (repeatable).",
+)
+@click.option(
+    "--profile",
+    "profile",
+    multiple=True,
+    metavar="KEY=VALUE",
+    help="Parallel profile entry, e.g. tp=2 (repeatable).",
+)
+@click.argument("command", nargs=-1, type=click.UNPROCESSED, required=True)
+@pass_state
+def run(
+    state: State,
+    framework: str | None,
+    probe: bool,
+    out: str | None,
+    outputs: tuple[str, ...],
+    profile: tuple[str, ...],
+    command: tuple[str, ...],
+) -> None:
+    """Launch CMD under the source freeze and stamp what it leaves: gates run -- CMD ..."""
+    declared = []
+    for item in outputs:
+        kind, sep, path = item.partition("=")
+        if not sep or kind not in {k.value for k in ArtifactKind} or not path:
+            raise click.BadParameter(f"{item!r}: expected KIND=PATH", param_hint="--output")
+        declared.append((ArtifactKind(kind), path))
+    request = run_command.RunRequest(
+        command=list(command),
+        framework=Framework(framework) if framework else None,
+        probe=probe,
+        out=out,
+        outputs=declared,
+        profile=_parse_profile(profile),
+    )
+    sys.exit(run_command.run(state.workspace(), request, cwd=state.cwd(), echo=_echo))
 
 
 @cli.command()

@@ -139,11 +139,13 @@ def create_receipt(
     *,
     cache: StatCache | None = None,
     during: Callable[[], None] | None = None,
+    freeze: tuple[FreezeReport, FreezeReport] | None = None,
 ) -> tuple[Receipt, Path]:
     """Hash the subjects, stamp them formal only under a passing freeze, write the receipt.
 
-    The freeze is judged before and after hashing (``during`` runs between, as
-    the run does in `gates run`); any change between the two gives a probe.
+    The freeze is judged before and after hashing (``during`` runs between);
+    any change between the two gives a probe. `gates run` passes ``freeze``:
+    the judgements taken before and after the run itself.
     """
     root = workspace.root
     if not request.subjects:
@@ -156,14 +158,14 @@ def create_receipt(
     except UnsafePathError as exc:
         raise ReceiptError(exc.message, hint=exc.hint) from None
     cache = cache or StatCache(None)
-    before = evaluate_freeze(root, workspace.config)
+    before = freeze[0] if freeze else evaluate_freeze(root, workspace.config)
     if during is not None:
         during()
     subjects = [
         {"path": rel, "size": info.st_size, "sha256": cache.digest(rel, path, info).sha256}
         for rel, path, info in located
     ]
-    after = evaluate_freeze(root, workspace.config)
+    after = freeze[1] if freeze else evaluate_freeze(root, workspace.config)
     document = build_document(request, subjects, before, after)
     try:
         receipt = parse_receipt(document)
