@@ -280,5 +280,3 @@ def test_trainer_callback_records_each_logged_step(
         RunRecorder(ws.root / "outputs/gap") as gap,
     ):
         GatesCallback(gap).on_log(None, state, control, logs={"loss": 1.5})
-            None, state, control, logs={"loss": 1.5}
-        )

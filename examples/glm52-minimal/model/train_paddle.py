@@ -19,11 +19,11 @@ from pathlib import Path
 os.environ.setdefault("OMP_NUM_THREADS", "1")  # one reduction order, run after run
 os.environ.setdefault("FLAGS_cudnn_deterministic", "1")
 
-import numpy as np  # noqa: E402
-import paddle  # noqa: E402
-from safetensors.paddle import save_file  # noqa: E402
+import numpy as np
+import paddle
+from safetensors.paddle import save_file
 
-from gates.recorder import RunRecorder  # noqa: E402
+from gates.recorder import RunRecorder
 
 CONFIG = Path(__file__).with_name("config.json")
 
@@ -37,19 +37,37 @@ def tokens(config: dict[str, int]) -> tuple[np.ndarray, np.ndarray]:
 class TinyMoE(paddle.nn.Layer):
     def __init__(self, config: dict[str, int]) -> None:
         super().__init__()
-        hidden, ffn, experts = config["hidden_size"], config["moe_intermediate_size"], config["n_routed_experts"]
+        hidden, ffn, experts = (
+            config["hidden_size"],
+            config["moe_intermediate_size"],
+            config["n_routed_experts"],
+        )
         normal = paddle.nn.initializer.Normal(std=0.2)
-        self.embed = self.create_parameter([config["vocab_size"], hidden], default_initializer=normal)
-        self.input_norm = self.create_parameter([hidden], default_initializer=paddle.nn.initializer.Constant(1.0))
+        self.embed = self.create_parameter(
+            [config["vocab_size"], hidden], default_initializer=normal
+        )
+        self.input_norm = self.create_parameter(
+            [hidden], default_initializer=paddle.nn.initializer.Constant(1.0)
+        )
         self.router = self.create_parameter([experts, hidden], default_initializer=normal)
         self.up_gate = paddle.nn.ParameterList(
-            [self.create_parameter([hidden, 2 * ffn], default_initializer=normal) for _ in range(experts)]
+            [
+                self.create_parameter([hidden, 2 * ffn], default_initializer=normal)
+                for _ in range(experts)
+            ]
         )
         self.down = paddle.nn.ParameterList(
-            [self.create_parameter([ffn, hidden], default_initializer=normal) for _ in range(experts)]
+            [
+                self.create_parameter([ffn, hidden], default_initializer=normal)
+                for _ in range(experts)
+            ]
         )
-        self.norm = self.create_parameter([hidden], default_initializer=paddle.nn.initializer.Constant(1.0))
-        self.lm_head = self.create_parameter([config["vocab_size"], hidden], default_initializer=normal)
+        self.norm = self.create_parameter(
+            [hidden], default_initializer=paddle.nn.initializer.Constant(1.0)
+        )
+        self.lm_head = self.create_parameter(
+            [config["vocab_size"], hidden], default_initializer=normal
+        )
         self.ffn = ffn
 
     @staticmethod
@@ -59,7 +77,9 @@ class TinyMoE(paddle.nn.Layer):
     def forward(self, ids: paddle.Tensor) -> paddle.Tensor:
         hidden = paddle.nn.functional.embedding(ids, self.embed)
         normed = self.rms(hidden, self.input_norm)
-        scores = paddle.nn.functional.softmax(paddle.matmul(normed, self.router, transpose_y=True), axis=-1)
+        scores = paddle.nn.functional.softmax(
+            paddle.matmul(normed, self.router, transpose_y=True), axis=-1
+        )
         choice = paddle.nn.functional.one_hot(scores.argmax(axis=-1), scores.shape[-1])
         weight = (scores * choice).sum(axis=-1, keepdim=True)
         mixed = paddle.zeros_like(hidden)
@@ -91,19 +111,25 @@ def main() -> int:
     paddle.set_device("cpu")
     paddle.seed(config["seed"])
     model = TinyMoE(config)
-    optimizer = paddle.optimizer.SGD(learning_rate=config["learning_rate"], parameters=model.parameters())
+    optimizer = paddle.optimizer.SGD(
+        learning_rate=config["learning_rate"], parameters=model.parameters()
+    )
     inputs, labels = (paddle.to_tensor(array) for array in tokens(config))
     with RunRecorder(model_config=CONFIG) as run:
         for step in range(1, config["train_steps"] + 1):
             logits = model(inputs)
-            loss = paddle.nn.functional.cross_entropy(logits.reshape([-1, logits.shape[-1]]), labels.reshape([-1]))
+            loss = paddle.nn.functional.cross_entropy(
+                logits.reshape([-1, logits.shape[-1]]), labels.reshape([-1])
+            )
             loss.backward()
             optimizer.step()
             optimizer.clear_grad()
             run.record(step, loss)
         folder = run.folder / "checkpoint"
         folder.mkdir(exist_ok=True)
-        save_file(model.checkpoint(), str(folder / "model.safetensors"), metadata={"format": "paddle"})
+        save_file(
+            model.checkpoint(), str(folder / "model.safetensors"), metadata={"format": "paddle"}
+        )
     return 0
 
 
