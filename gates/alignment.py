@@ -126,11 +126,21 @@ def formal_alignment(
         except LossFileError as exc:
             candidates.append((0, f"profile {_profile_text(profile)}: {exc.one_line()}", ()))
             continue
-        candidates.append(_measure(profile, pairs))
+        candidates.append(_measure(profile, _distinct(pairs)))
     if not candidates:
         return Alignment(0, required, _why_zero(evidence, sides))
     steps, why, pairs = max(candidates, key=lambda item: item[0])
     return Alignment(steps, required, why, pairs)
+
+
+def _distinct(pairs: tuple[Pair, ...]) -> tuple[Pair, ...]:
+    """One pair per (reference series, candidate series): loss.json and raw_loss.jsonl of
+    one run hold the same series."""
+    seen: dict[tuple[str, str], Pair] = {}
+    for pair in pairs:
+        key = (pair.reference_series.digest(), pair.candidate_series.digest())
+        seen.setdefault(key, pair)
+    return tuple(seen.values())
 
 
 def _pair(workspace: Workspace, reference: Judgement, candidate: Judgement) -> Pair:

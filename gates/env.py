@@ -30,6 +30,7 @@ DETERMINISM_VARIABLES = (
     "NVIDIA_TF32_OVERRIDE",
     "CUDA_LAUNCH_BLOCKING",
     "PYTHONHASHSEED",
+    "OMP_NUM_THREADS",
 )
 RANK_VARIABLES = (
     "PADDLE_TRAINER_ID",
@@ -95,6 +96,29 @@ def _paddle() -> dict[str, Any]:
     }
 
 
+def _torch() -> dict[str, Any]:
+    """The reference side's PyTorch build and devices; null when torch is not installed."""
+    try:
+        import torch  # noqa: PLC0415  (optional, slow to import)
+    except ImportError:
+        return {"framework": None, "framework_version": None, "device_name": None}
+    cuda = bool(torch.cuda.is_available())
+    names = (
+        [torch.cuda.get_device_name(i) for i in range(torch.cuda.device_count())] if cuda else []
+    )
+    return {
+        "framework": "torch",
+        "framework_version": torch.__version__,
+        "cuda_build": torch.version.cuda is not None,
+        "cuda_version": torch.version.cuda,
+        "cudnn_version": torch.backends.cudnn.version() if cuda else None,
+        "device_name": names[0] if names else "cpu",
+        "device_names": names,
+        "device_count": len(names),
+        "deterministic_algorithms": torch.are_deterministic_algorithms_enabled(),
+    }
+
+
 def file_sha256(path: Path) -> str:
     return hashlib.sha256(path.read_bytes()).hexdigest()
 
@@ -103,7 +127,8 @@ def capture(
     *, model_config: Path | None = None, framework: str | None = "paddle"
 ) -> dict[str, Any]:
     """A JSON-ready description of this process's environment."""
-    found: dict[str, Any] = _paddle() if framework == "paddle" else {"framework": framework}
+    probes = {"paddle": _paddle, "torch": _torch}
+    found: dict[str, Any] = probes[framework]() if framework in probes else {"framework": framework}
     world = os.environ.get("PADDLE_TRAINERS_NUM")
     found.update(
         {

@@ -23,6 +23,11 @@ def contracts_dir() -> Path:
     return _data_dir("contracts", "contracts")
 
 
+def example_dir() -> Path:
+    """The glm52-minimal example workspace that `gates demo` copies."""
+    return _data_dir("examples/glm52-minimal", "examples/glm52-minimal")
+
+
 def schemas_dir() -> Path:
     """The JSON Schemas of the receipt envelope and every artifact kind."""
     return _data_dir("schemas", "receipts/schemas")

@@ -1,0 +1,71 @@
+"""The same tiny GLM-like MoE model in PyTorch (the reference side), on the CPU.
+
+Starts from the official checkpoint in its own HF naming and `[out, in]`
+layout, trains the same 100 SGD steps on the same tokens, and records every
+loss unrounded through `gates.recorder.RunRecorder(framework="torch")`:
+
+    gates run --framework torch -- python model/train_torch.py
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+
+os.environ.setdefault("OMP_NUM_THREADS", "1")
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+import torch
+from official import CONFIG, config, official_weights, tokens
+
+from gates.recorder import RunRecorder
+
+
+def rms(x: torch.Tensor, weight: torch.Tensor) -> torch.Tensor:
+    return x * torch.rsqrt((x * x).mean(dim=-1, keepdim=True) + 1e-6) * weight
+
+
+def main() -> int:
+    c = config()
+    torch.manual_seed(c["seed"])
+    torch.use_deterministic_algorithms(True)
+    weights = {
+        n: torch.nn.Parameter(torch.from_numpy(a.copy())) for n, a in official_weights().items()
+    }
+    trained = [
+        p for n, p in weights.items() if not n.startswith(f"model.layers.{c['num_hidden_layers']}.")
+    ]
+    optimizer = torch.optim.SGD(trained, lr=c["learning_rate"])
+    inputs, labels = (torch.from_numpy(array) for array in tokens())
+    experts = c["n_routed_experts"]
+    with RunRecorder(framework="torch", model_config=CONFIG, weights_loaded=True) as run:
+        for step in range(1, c["train_steps"] + 1):
+            hidden = torch.nn.functional.embedding(inputs, weights["model.embed_tokens.weight"])
+            normed = rms(hidden, weights["model.layers.0.input_layernorm.weight"])
+            scores = torch.softmax(normed @ weights["model.layers.0.mlp.gate.weight"].T, dim=-1)
+            choice = torch.nn.functional.one_hot(scores.argmax(dim=-1), experts).to(scores.dtype)
+            weight = (scores * choice).sum(dim=-1, keepdim=True)
+            mixed = torch.zeros_like(hidden)
+            for expert in range(experts):
+                prefix = f"model.layers.0.mlp.experts.{expert}"
+                gate = torch.nn.functional.linear(normed, weights[f"{prefix}.gate_proj.weight"])
+                up = torch.nn.functional.linear(normed, weights[f"{prefix}.up_proj.weight"])
+                out = torch.nn.functional.linear(
+                    torch.nn.functional.silu(gate) * up, weights[f"{prefix}.down_proj.weight"]
+                )
+                mixed = mixed + out * choice[..., expert : expert + 1]
+            hidden = hidden + mixed * weight
+            logits = rms(hidden, weights["model.norm.weight"]) @ weights["lm_head.weight"].T
+            loss = torch.nn.functional.cross_entropy(
+                logits.reshape(-1, logits.shape[-1]), labels.reshape(-1)
+            )
+            loss.backward()
+            optimizer.step()
+            optimizer.zero_grad()
+            run.record(step, loss.item())
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
