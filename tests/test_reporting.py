@@ -14,11 +14,11 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import REPO_ROOT, Workspace, write
+from tests.conftest import Workspace, write
 from tests.lossgen import train_losses, write_loss_json
 
 GOLDEN = Path(__file__).parent / "golden"
-SEED_PR = REPO_ROOT.parent / "shared" / "context" / "seed-pr-glm52-alignment.txt"
+SEED_PR = Path(__file__).parent / "data" / "seed-pr-glm52-alignment.txt"  # from shared/context
 ENV = {
     "framework_version": "3.2.0",
     "device_name": "NVIDIA H800",
