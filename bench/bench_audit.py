@@ -16,12 +16,13 @@ import argparse
 import json
 import os
 import shutil
-import statistics
 import subprocess
 import sys
 import tempfile
 import time
 from pathlib import Path
+
+from common import median_seconds, report
 
 from gates.canonical import pretty_json
 from gates.commands.init import init
@@ -87,11 +88,10 @@ def build_receipts(root: Path, count: int) -> None:
 Step = tuple[list[str], bytes | None]
 
 
-def median_seconds(steps: list[Step], repeats: int, cwd: Path) -> float:
+def median_seconds_of(steps: list[Step], repeats: int, cwd: Path) -> float:
     """Median wall time of running ``steps`` (command, stdin) one after the other."""
-    samples = []
-    for _ in range(repeats):
-        start = time.perf_counter()
+
+    def once() -> None:
         for command, stdin in steps:
             subprocess.run(
                 command,
@@ -101,8 +101,8 @@ def median_seconds(steps: list[Step], repeats: int, cwd: Path) -> float:
                 check=False,
                 env={**GIT_ENV, "GIT_OPTIONAL_LOCKS": "0"},
             )
-        samples.append(time.perf_counter() - start)
-    return statistics.median(samples)
+
+    return median_seconds(once, repeats)
 
 
 def raw_freeze_git_steps(pin: str) -> list[Step]:
@@ -146,17 +146,19 @@ def main() -> int:
         build_receipts(root, args.receipts)
         pin = git(root, "rev-parse", "HEAD").decode().strip()
         gates = [sys.executable, "-m", "gates", "-C", str(root), "audit", "--format", "json"]
-        git_status = median_seconds([(["git", "status", "--porcelain"], None)], args.repeats, root)
+        git_status = median_seconds_of(
+            [(["git", "status", "--porcelain"], None)], args.repeats, root
+        )
         cache = cache_file(root)
         if cache is not None:
             cache.unlink(missing_ok=True)
-        cold = median_seconds([(gates, None)], 1, root)
-        warm = median_seconds([(gates, None)], args.repeats, root)
-        report = json.loads(subprocess.run(gates, capture_output=True, check=False).stdout)
-        formal = sum(r["status"] == "formal" for r in report["receipts"])
+        cold = median_seconds_of([(gates, None)], 1, root)
+        warm = median_seconds_of([(gates, None)], args.repeats, root)
+        audit = json.loads(subprocess.run(gates, capture_output=True, check=False).stdout)
+        formal = sum(r["status"] == "formal" for r in audit["receipts"])
         script = [sys.executable, str(REPO / "audit_source_freeze.py"), "-C", str(root)]
-        freeze = median_seconds([(script, None)], args.repeats, root)
-        raw = median_seconds(raw_freeze_git_steps(pin), args.repeats, root)
+        freeze = median_seconds_of([(script, None)], args.repeats, root)
+        raw = median_seconds_of(raw_freeze_git_steps(pin), args.repeats, root)
         results = {
             "files": args.files,
             "receipts": args.receipts,
@@ -168,10 +170,7 @@ def main() -> int:
         }
     finally:
         shutil.rmtree(folder, ignore_errors=True)
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(json.dumps(results, indent=2) + "\n")
-    for key, value in results.items():
-        print(f"{key:32} {value}")
+    report(results, args.out)
     return 0
 
 

@@ -17,7 +17,6 @@ import argparse
 import json
 import os
 import shutil
-import statistics
 import subprocess
 import sys
 import tempfile
@@ -26,6 +25,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
+from common import median_seconds, report
 from safetensors import safe_open
 from safetensors.numpy import save_file
 
@@ -35,15 +35,6 @@ from gates.hashing import StatCache
 
 REPO = Path(__file__).resolve().parent.parent
 SHARDS = 8
-
-
-def median_seconds(action: Callable[[], object], repeats: int) -> float:
-    samples = []
-    for _ in range(repeats):
-        start = time.perf_counter()
-        action()
-        samples.append(time.perf_counter() - start)
-    return statistics.median(samples)
 
 
 def write_sharded(folder: Path, total_mib: int, shards: int, tensors_per_shard: int) -> list[Path]:
@@ -120,10 +111,7 @@ def main() -> int:
         }
     finally:
         shutil.rmtree(root, ignore_errors=True)
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(json.dumps(results, indent=2) + "\n")
-    for key, value in results.items():
-        print(f"{key:42} {value}")
+    report(results, args.out)
     return 0
 
 

@@ -19,13 +19,12 @@ import json
 import os
 import random
 import shutil
-import statistics
 import subprocess
 import sys
 import tempfile
-import time
-from collections.abc import Callable
 from pathlib import Path
+
+from common import median_seconds, report
 
 from gates.checks.loss import compare_losses
 from gates.commands.init import init
@@ -38,15 +37,6 @@ ENV = {
     "GIT_COMMITTER_NAME": "bench",
     "GIT_COMMITTER_EMAIL": "b@gates.invalid",
 }
-
-
-def median_seconds(action: Callable[[], object], repeats: int) -> float:
-    samples = []
-    for _ in range(repeats):
-        start = time.perf_counter()
-        action()
-        samples.append(time.perf_counter() - start)
-    return statistics.median(samples)
 
 
 def write_losses(path: Path, steps: int, seed: int) -> None:
@@ -130,10 +120,7 @@ def main() -> int:
         }
     finally:
         shutil.rmtree(folder, ignore_errors=True)
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(json.dumps(results, indent=2) + "\n")
-    for key, value in results.items():
-        print(f"{key:32} {value}")
+    report(results, args.out)
     return 0
 
 

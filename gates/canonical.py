@@ -27,7 +27,8 @@ def content_id(document: dict[str, Any]) -> str:
     return "sha256:" + hashlib.sha256(canonical_json(body)).hexdigest()
 
 
-def _reject_duplicates(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+def unique_pairs(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    """A JSON object hook that refuses a key given twice (raises DuplicateKeyError)."""
     result: dict[str, Any] = {}
     for key, value in pairs:
         if key in result:
@@ -42,7 +43,7 @@ def _reject_constant(name: str) -> Any:
 
 def strict_loads(text: str | bytes) -> Any:
     """Parse JSON refusing duplicate keys and the NaN/Infinity extensions."""
-    return json.loads(text, object_pairs_hook=_reject_duplicates, parse_constant=_reject_constant)
+    return json.loads(text, object_pairs_hook=unique_pairs, parse_constant=_reject_constant)
 
 
 def pretty_json(value: Any) -> str:

@@ -7,8 +7,9 @@ from __future__ import annotations
 
 import sys
 import traceback
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, NoReturn
+from typing import Any, NoReturn, TypeVar
 
 import click
 
@@ -33,6 +34,8 @@ from gates.receipts.create import ReceiptRequest
 from gates.receipts.model import ArtifactKind, EvidenceClass, Framework
 from gates.reporters import REPORTERS
 from gates.workspace import Workspace, open_workspace
+
+F = TypeVar("F", bound=Callable[..., Any])
 
 _PROFILE_KEY_CHARS = set("abcdefghijklmnopqrstuvwxyz0123456789_")
 
@@ -100,6 +103,24 @@ def audit(state: State, output_format: str) -> None:
 def freeze() -> None:
     """The source freeze: show the verdict, or move the pin."""
 
+
+def _output(default: str) -> Callable[[F], F]:
+    """-o/--output: where a checker's receipt goes; its output file goes beside it."""
+    return click.option(
+        "-o",
+        "--output",
+        metavar="RECEIPT",
+        default=default,
+        show_default=True,
+        help="Receipt path; the checker output goes beside it (.json).",
+    )
+
+
+_RULES = click.option(
+    "--rules",
+    metavar="CONTRACT",
+    help="Naming rules from this contract (default: the workspace's tensor-inventory).",
+)
 
 _FORMAT = click.option(
     "--format",
@@ -245,14 +266,7 @@ def check() -> None:
 @click.option(
     "--bit-exact", is_flag=True, help="Exit 1 unless the required steps are bit-identical."
 )
-@click.option(
-    "-o",
-    "--output",
-    metavar="RECEIPT",
-    default="outputs/loss_check.receipt.json",
-    show_default=True,
-    help="Receipt path; the checker output goes beside it (.json).",
-)
+@_output("outputs/loss_check.receipt.json")
 @_FORMAT
 @pass_state
 def check_loss(
@@ -281,14 +295,7 @@ def check_loss(
 
 @check.command("determinism")
 @click.argument("runs", nargs=-1, required=True)
-@click.option(
-    "-o",
-    "--output",
-    metavar="RECEIPT",
-    default="outputs/determinism_check.receipt.json",
-    show_default=True,
-    help="Receipt path; the checker output goes beside it (.json).",
-)
+@_output("outputs/determinism_check.receipt.json")
 @_FORMAT
 @pass_state
 def check_determinism(state: State, runs: tuple[str, ...], output: str, output_format: str) -> None:
@@ -307,11 +314,7 @@ def check_determinism(state: State, runs: tuple[str, ...], output: str, output_f
 @check.command("checkpoint")
 @click.argument("folder", required=False)
 @click.option("--against", metavar="DIR", help="The reference checkpoint to compare with.")
-@click.option(
-    "--rules",
-    metavar="CONTRACT",
-    help="Naming rules from this contract (default: the workspace's tensor-inventory).",
-)
+@_RULES
 @click.option("--shard-range", metavar="I/N", help="Hash only slice I of N of the shards.")
 @click.option(
     "--merge",
@@ -326,14 +329,7 @@ def check_determinism(state: State, runs: tuple[str, ...], output: str, output_f
     default=None,
     help="Hashing threads (default: the CPU count, at most 8).",
 )
-@click.option(
-    "-o",
-    "--output",
-    metavar="RECEIPT",
-    default="outputs/checkpoint_check.receipt.json",
-    show_default=True,
-    help="Receipt path; the checker output goes beside it (.json).",
-)
+@_output("outputs/checkpoint_check.receipt.json")
 @_FORMAT
 @pass_state
 def check_checkpoint(
@@ -389,19 +385,8 @@ def inventory() -> None:
 @inventory.command("diff")
 @click.argument("reference")
 @click.argument("candidate")
-@click.option(
-    "--rules",
-    metavar="CONTRACT",
-    help="Naming rules from this contract (default: the workspace's tensor-inventory).",
-)
-@click.option(
-    "-o",
-    "--output",
-    metavar="RECEIPT",
-    default="outputs/surveys/structure-parity.receipt.json",
-    show_default=True,
-    help="Receipt path; the survey goes beside it (.json).",
-)
+@_RULES
+@_output("outputs/surveys/structure-parity.receipt.json")
 @_FORMAT
 @pass_state
 def inventory_diff(

@@ -23,6 +23,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, NamedTuple
 
+from gates.canonical import DuplicateKeyError, unique_pairs
+
 MAX_HEADER_BYTES = 100_000_000
 USIZE_MAX = 2**64 - 1
 METADATA_KEY = "__metadata__"
@@ -89,15 +91,6 @@ class _NegativeZero(int):
 
 def _parse_int(text: str) -> int:
     return _NegativeZero(0) if text == "-0" else int(text)
-
-
-def _unique_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
-    result: dict[str, Any] = {}
-    for key, value in pairs:
-        if key in result:
-            raise HeaderError(f"invalid JSON in header: duplicate key {key!r}")
-        result[key] = value
-    return result
 
 
 def _check_strings(value: Any) -> None:
@@ -196,7 +189,9 @@ def _load_json(text: str) -> dict[str, Any]:
             tokens = _STRING_TOKEN.findall(text)
             if len(tokens) - tokens.count("") == _keys_in(document):
                 return document
-        document = json.loads(text, object_pairs_hook=_unique_keys, parse_int=_parse_int)
+        document = json.loads(text, object_pairs_hook=unique_pairs, parse_int=_parse_int)
+    except DuplicateKeyError as exc:
+        raise HeaderError(f"invalid JSON in header: {exc}") from None
     except json.JSONDecodeError as exc:
         raise HeaderError(f"invalid JSON in header: {exc.msg} at column {exc.colno}") from None
     if not isinstance(document, dict):

@@ -75,18 +75,17 @@ def check(
     root = workspace.root
     relpath = to_workspace_relpath(root, folder, cwd)
     cache = StatCache(cache_file(root))
-    selected = shard_range
-    report = check_checkpoint(root, relpath, cache=cache, threads=threads, shard_range=selected)
-    document = _document(report, "partial" if selected else "full")
-    if selected:
+    report = check_checkpoint(root, relpath, cache=cache, threads=threads, shard_range=shard_range)
+    document = _document(report, "partial" if shard_range else "full")
+    if shard_range:
         document["shard_range"] = {
-            "index": selected.index,
-            "count": selected.count,
+            "index": shard_range.index,
+            "count": shard_range.count,
             "shards": list(report.shards_hashed),
         }
         document["tensor_contents"] = report.contents
     failed = not report.valid or bool(report.hygiene)
-    if against and not selected:
+    if against and not shard_range:
         ruleset, _ = resolve_rules(workspace, rules, cwd)
         reference = check_checkpoint(
             root, to_workspace_relpath(root, against, cwd), cache=cache, threads=threads
