@@ -61,6 +61,34 @@ SOURCE_FILES = {
 }
 
 
+#: The parallel profile the shipped results contract requires (the seed PR's).
+GLM_PROFILE = {
+    "name": "minimum_complete",
+    "mode": "optimizer",
+    "device": "cuda",
+    "dtype": "bfloat16",
+    "tp": "2",
+    "pp": "2",
+    "ep": "1",
+    "etp": "1",
+    "sp": "true",
+    "world": "4",
+}
+
+#: An env.json body (add "framework") as the seed PR's runs recorded it.
+RUN_ENV = {
+    "framework_version": "3.2.0",
+    "device_name": "NVIDIA H800",
+    "weights_loaded": True,
+    "revision": "b4734de4facf877f85769a911abafc5283eab3d9",
+    "model_config_sha256": "1" * 64,
+}
+
+
+def profile_args(profile: dict[str, str]) -> list[str]:
+    return [arg for key, value in profile.items() for arg in ("--profile", f"{key}={value}")]
+
+
 @dataclass
 class Result:
     code: int

@@ -14,36 +14,13 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import Workspace, write
+from tests.conftest import GLM_PROFILE, RUN_ENV, Workspace, profile_args, write
 from tests.lossgen import train_losses, write_loss_json
 
 GOLDEN = Path(__file__).parent / "golden"
 SEED_PR = Path(__file__).parent / "data" / "seed-pr-glm52-alignment.txt"  # from shared/context
-ENV = {
-    "framework_version": "3.2.0",
-    "device_name": "NVIDIA H800",
-    "weights_loaded": True,
-    "revision": "b4734de4facf877f85769a911abafc5283eab3d9",
-    "model_config_sha256": "1" * 64,
-}
-
-
-PROFILE = [
-    arg
-    for pair in (
-        "name=minimum_complete",
-        "mode=optimizer",
-        "device=cuda",
-        "dtype=bfloat16",
-        "tp=2",
-        "pp=2",
-        "ep=1",
-        "etp=1",
-        "sp=true",
-        "world=4",
-    )
-    for arg in ("--profile", pair)
-]
+PROFILE = profile_args(GLM_PROFILE)
+ENV = RUN_ENV
 
 
 def record(ws: Workspace, capsys: pytest.CaptureFixture[str], framework: str, first: float) -> None:

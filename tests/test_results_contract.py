@@ -6,34 +6,13 @@ import json
 
 import pytest
 
-from tests.conftest import Workspace, write
+from tests.conftest import GLM_PROFILE, RUN_ENV, Workspace, profile_args, write
 from tests.lossgen import train_losses, write_loss_json, write_raw_loss
 
 RESULTS_ID = "acceptance_oracle.results-schema-and-provenance"
 MANIFEST_ID = "contract_environment.manifest-format-key"
-PROFILE = {
-    "name": "minimum_complete",
-    "mode": "optimizer",
-    "device": "cuda",
-    "dtype": "bfloat16",
-    "tp": "2",
-    "pp": "2",
-    "ep": "1",
-    "etp": "1",
-    "sp": "true",
-    "world": "4",
-}
-ENV = {
-    "framework_version": "3.2.0",
-    "device_name": "NVIDIA H800",
-    "weights_loaded": True,
-    "revision": "b4734de4facf877f85769a911abafc5283eab3d9",
-    "model_config_sha256": "1" * 64,
-}
-
-
-def profile_args(profile: dict[str, str]) -> list[str]:
-    return [arg for key, value in profile.items() for arg in ("--profile", f"{key}={value}")]
+PROFILE = GLM_PROFILE
+ENV = RUN_ENV
 
 
 def receipt(
