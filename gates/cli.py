@@ -14,25 +14,9 @@ from typing import Any, NoReturn, TypeVar
 import click
 
 from gates import __version__, exitcodes
-from gates.checkpoints.check import ShardRange
-from gates.commands import audit as audit_command
-from gates.commands import check as check_command
-from gates.commands import checkpoint as checkpoint_command
-from gates.commands import claims as claims_command
-from gates.commands import demo as demo_command
-from gates.commands import explain as explain_command
-from gates.commands import freeze as freeze_command
-from gates.commands import hook as hook_command
-from gates.commands import init as init_command
-from gates.commands import inventory as inventory_command
-from gates.commands import receipt as receipt_command
-from gates.commands import run as run_command
-from gates.commands import status as status_command
-from gates.commands import steps as steps_command
 from gates.errors import GatesError
-from gates.receipts.create import ReceiptRequest
-from gates.receipts.model import ArtifactKind, EvidenceClass, Framework
-from gates.reporters import REPORTERS
+from gates.formats import FORMATS
+from gates.receipts.kinds import ArtifactKind, EvidenceClass, Framework
 from gates.workspace import Workspace, open_workspace
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -82,6 +66,8 @@ def cli(ctx: click.Context, directory: Path, debug: bool) -> None:
 @pass_state
 def init(state: State, pin: str | None, force: bool) -> None:
     """Write gates.toml and the default GLM-5.2 contract set."""
+    from gates.commands import init as init_command
+
     sys.exit(init_command.init(state.directory, pin=pin, force=force, echo=_echo))
 
 
@@ -89,13 +75,15 @@ def init(state: State, pin: str | None, force: bool) -> None:
 @click.option(
     "--format",
     "output_format",
-    type=click.Choice(sorted(REPORTERS)),
+    type=click.Choice(sorted(FORMATS)),
     default="text",
     show_default=True,
 )
 @pass_state
 def audit(state: State, output_format: str) -> None:
     """Evaluate every contract: exit 0 pass, 1 blocked, 2 error."""
+    from gates.commands import audit as audit_command
+
     sys.exit(audit_command.audit(state.workspace(), output_format=output_format, echo=_echo))
 
 
@@ -136,6 +124,8 @@ _FORMAT = click.option(
 @pass_state
 def freeze_show(state: State, output_format: str) -> None:
     """Print verdict=pass|blocked and one reason a line."""
+    from gates.commands import freeze as freeze_command
+
     code = freeze_command.show(state.workspace(), as_json=output_format == "json", echo=_echo)
     sys.exit(code)
 
@@ -145,6 +135,8 @@ def freeze_show(state: State, output_format: str) -> None:
 @pass_state
 def freeze_pin(state: State, rev: str) -> None:
     """Set [freeze] pin to REV's commit, keeping the rest of gates.toml byte for byte."""
+    from gates.commands import freeze as freeze_command
+
     sys.exit(freeze_command.pin(state.workspace(), rev, echo=_echo))
 
 
@@ -218,6 +210,9 @@ def receipt_create(
     force: bool,
 ) -> None:
     """Bind artifact files to provenance and stamp them formal or probe."""
+    from gates.commands import receipt as receipt_command
+    from gates.receipts.create import ReceiptRequest
+
     request = ReceiptRequest(
         kind=ArtifactKind(kind),
         subjects=subjects,
@@ -236,6 +231,8 @@ def receipt_create(
 @pass_state
 def receipt_verify(state: State, paths: tuple[str, ...], output_format: str) -> None:
     """Re-judge receipts as the audit would; exit 1 when any is rejected."""
+    from gates.commands import receipt as receipt_command
+
     code = receipt_command.verify(
         state.workspace(), paths, cwd=state.cwd(), as_json=output_format == "json", echo=_echo
     )
@@ -248,6 +245,8 @@ def receipt_verify(state: State, paths: tuple[str, ...], output_format: str) -> 
 @pass_state
 def receipt_show(state: State, path: str, output_format: str) -> None:
     """Print one receipt."""
+    from gates.commands import receipt as receipt_command
+
     code = receipt_command.show(
         state.workspace(), path, cwd=state.cwd(), as_json=output_format == "json", echo=_echo
     )
@@ -279,6 +278,8 @@ def check_loss(
     output_format: str,
 ) -> None:
     """Compare REFERENCE and CANDIDATE losses (loss.json or raw_loss.jsonl, or run folders)."""
+    from gates.commands import check as check_command
+
     code = check_command.check_loss(
         state.workspace(),
         reference,
@@ -300,6 +301,8 @@ def check_loss(
 @pass_state
 def check_determinism(state: State, runs: tuple[str, ...], output: str, output_format: str) -> None:
     """Repeats of one side and profile: are all RUNS bit-identical?"""
+    from gates.commands import check as check_command
+
     code = check_command.check_determinism(
         state.workspace(),
         runs,
@@ -344,6 +347,8 @@ def check_checkpoint(
     output_format: str,
 ) -> None:
     """Validity, hygiene, tensor count and canonical digest of the checkpoint in FOLDER."""
+    from gates.commands import checkpoint as checkpoint_command
+
     as_json = output_format == "json"
     if merge:
         if folder or against or shard_range:
@@ -359,6 +364,8 @@ def check_checkpoint(
     if shard_range and against:
         raise click.UsageError("--against compares whole checkpoints; merge the slices first")
     try:
+        from gates.checkpoints.check import ShardRange
+
         selected = ShardRange.parse(shard_range) if shard_range else None
     except ValueError as exc:
         raise click.BadParameter(str(exc), param_hint="--shard-range") from None
@@ -393,6 +400,8 @@ def inventory_diff(
     state: State, reference: str, candidate: str, rules: str | None, output: str, output_format: str
 ) -> None:
     """Every difference between two checkpoints' inventories, classified by the naming rules."""
+    from gates.commands import inventory as inventory_command
+
     code = inventory_command.diff(
         state.workspace(),
         reference,
@@ -417,6 +426,8 @@ def inventory_diff(
 @pass_state
 def steps(state: State, limit: int | None, output_format: str) -> None:
     """formal_alignment_steps = N / required, why, and the per-step ledger."""
+    from gates.commands import steps as steps_command
+
     code = steps_command.steps(
         state.workspace(), limit=limit, as_json=output_format == "json", echo=_echo
     )
@@ -440,6 +451,8 @@ def steps(state: State, limit: int | None, output_format: str) -> None:
 @pass_state
 def status(state: State, output_format: str, lang: str, pr_body: Path | None) -> None:
     """The PR status block: verdict, contracts, blockers, evidence, what is unverified."""
+    from gates.commands import status as status_command
+
     if pr_body is not None and not pr_body.is_absolute():
         pr_body = state.cwd() / pr_body
     code = status_command.status(
@@ -454,6 +467,8 @@ def status(state: State, output_format: str, lang: str, pr_body: Path | None) ->
 @pass_state
 def explain(state: State, contract_id: str, output_format: str) -> None:
     """One contract: each criterion now, and the commands that would discharge it."""
+    from gates.commands import explain as explain_command
+
     code = explain_command.explain(
         state.workspace(), contract_id, as_json=output_format == "json", echo=_echo
     )
@@ -471,6 +486,8 @@ def claims() -> None:
 @pass_state
 def claims_check(state: State, file: Path, output_format: str) -> None:
     """List every figure FILE claims that no accepted receipt or checker output backs."""
+    from gates.commands import claims as claims_command
+
     path = file if file.is_absolute() else state.cwd() / file
     code = claims_command.claims_check(
         state.workspace(), path, as_json=output_format == "json", echo=_echo
@@ -497,6 +514,8 @@ _STAGE = click.option(
 @pass_state
 def hook_install(state: State, stage: str, force: bool) -> None:
     """Install the hook."""
+    from gates.commands import hook as hook_command
+
     sys.exit(hook_command.install(state.workspace(), stage, force=force, echo=_echo))
 
 
@@ -505,6 +524,8 @@ def hook_install(state: State, stage: str, force: bool) -> None:
 @pass_state
 def hook_uninstall(state: State, stage: str) -> None:
     """Remove the hook gates installed (restoring one it kept aside)."""
+    from gates.commands import hook as hook_command
+
     sys.exit(hook_command.uninstall(state.workspace(), stage, echo=_echo))
 
 
@@ -538,6 +559,8 @@ def run(
     command: tuple[str, ...],
 ) -> None:
     """Launch CMD under the source freeze and stamp what it leaves: gates run -- CMD ..."""
+    from gates.commands import run as run_command
+
     declared = []
     for item in outputs:
         kind, sep, path = item.partition("=")
@@ -559,6 +582,8 @@ def run(
 @click.option("--keep", is_flag=True, help="Keep the temporary workspace to explore it.")
 def demo(keep: bool) -> None:
     """Show the whole story on a small workspace built in a temporary folder."""
+    from gates.commands import demo as demo_command
+
     sys.exit(demo_command.demo(keep=keep, echo=_echo))
 
 

@@ -28,7 +28,7 @@ from gates.contracts.model import (
     Evidence,
     discharge_status,
 )
-from gates.contracts.registry import EVALUATORS, FREEZE_CHECK
+from gates.contracts.registry import FREEZE_CHECK, MODULES, evaluator
 from gates.freeze import FreezeReport, evaluate_freeze
 from gates.hashing import StatCache, cache_file
 from gates.receipts.model import RECEIPT_SUFFIX, Receipt
@@ -209,14 +209,14 @@ def contract_evidence(spec: ContractSpec, receipts: tuple[Judgement, ...]) -> tu
 
 def evaluate_contract(path: Path, spec: ContractSpec, context: EvaluationContext) -> ContractResult:
     """Run one evaluator; an unknown check or an evaluator failure is status `error`."""
-    evaluator = EVALUATORS.get(spec.check)
+    evaluate = evaluator(spec.check)
     evidence = contract_evidence(spec, context.receipts)
-    if evaluator is None:
-        known = ", ".join(sorted(EVALUATORS))
+    if evaluate is None:
+        known = ", ".join(sorted(MODULES))
         detail = f"no evaluator named '{spec.check}' in this version of gates (known: {known})"
         return _error_result(path, spec, "evaluator_available", detail, evidence)
     try:
-        criteria = tuple(evaluator(_with_evidence(context, evidence), spec.params))
+        criteria = tuple(evaluate(_with_evidence(context, evidence), spec.params))
     except EvaluationError as exc:
         return _error_result(path, spec, "evaluated", f"could not evaluate: {exc}", evidence)
     return ContractResult(spec, path, discharge_status(criteria), criteria, evidence)

@@ -8,14 +8,17 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from gates.checkpoints.content import ContentComparison, compare_content
 from gates.checkpoints.digest import checkpoint_digest, default_threads, hash_shards
 from gates.checkpoints.hygiene import Finding, hygiene
 from gates.checkpoints.layout import Checkpoint, load_checkpoint
 from gates.checkpoints.rules import RuleSet
 from gates.checkpoints.survey import Survey, survey
 from gates.hashing import StatCache
+
+if TYPE_CHECKING:
+    from gates.checkpoints.content import ContentComparison
 
 
 @dataclass(frozen=True)
@@ -123,6 +126,8 @@ def compare_pair(
     found = survey(reference.checkpoint, candidate.checkpoint, ruleset)
     content = None
     if reference.valid and candidate.valid and reference.contents and candidate.contents:
+        from gates.checkpoints.content import compare_content  # noqa: PLC0415  (numpy: only here)
+
         content = compare_content(
             found, reference.checkpoint, reference.contents, candidate.contents
         )

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from enum import StrEnum
 from typing import Annotated, Literal
 
 from pydantic import (
@@ -15,6 +14,10 @@ from pydantic import (
     model_validator,
 )
 from pydantic.alias_generators import to_camel
+
+from gates.receipts.kinds import ArtifactKind, EvidenceClass, Framework
+
+__all__ = ["ArtifactKind", "EvidenceClass", "Framework", "Provenance", "Receipt", "Subject"]
 
 RECEIPT_VERSION = "gates.receipt/v1"
 RECEIPT_SUFFIX = ".receipt.json"
@@ -37,27 +40,6 @@ def _json_integer(value: object) -> object:
 
 
 JsonInt = Annotated[int, BeforeValidator(_json_integer)]
-
-
-class ArtifactKind(StrEnum):
-    MANIFEST = "manifest"
-    ENV = "env"
-    LOSS = "loss"
-    RAW_LOSS = "raw_loss"
-    CHECKPOINT = "checkpoint"
-    LOSS_CHECK = "loss_check"
-    CHECKPOINT_CHECK = "checkpoint_check"
-    STRUCTURE_PARITY = "structure_parity"
-
-
-class Framework(StrEnum):
-    TORCH = "torch"
-    PADDLE = "paddle"
-
-
-class EvidenceClass(StrEnum):
-    FORMAL = "formal"
-    PROBE = "probe"
 
 
 class _Envelope(BaseModel):
