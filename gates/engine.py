@@ -177,12 +177,14 @@ def _normalize(value: str | int | bool) -> str:
     return str(value).lower() if isinstance(value, bool) else str(value)
 
 
-def profile_mismatch(required: dict[str, str | int | bool], receipt: Receipt) -> str:
-    """Empty when the receipt's parallel profile satisfies the contract, else why not."""
+def profile_mismatch(required: dict[str, str], receipt: Receipt) -> str:
+    """Empty when the receipt's parallel profile satisfies the contract (``required``, values
+    normalized by `_normalize`), else why not."""
     have = receipt.provenance.profile
+    if all(key in have and have[key].lower() == want.lower() for key, want in required.items()):
+        return ""
     problems = []
-    for key, value in sorted(required.items()):
-        want = _normalize(value)
+    for key, want in sorted(required.items()):
         if key not in have:
             problems.append(f"{key} missing (contract requires {key}={want})")
         elif have[key].lower() != want.lower():
@@ -193,11 +195,12 @@ def profile_mismatch(required: dict[str, str | int | bool], receipt: Receipt) ->
 def contract_evidence(spec: ContractSpec, receipts: tuple[Judgement, ...]) -> tuple[Evidence, ...]:
     """The receipts of the kinds a contract looks at, each saying whether it counts for it."""
     evidence = []
+    required = {key: _normalize(value) for key, value in spec.profile.items()}
     for judgement in receipts:
         receipt = judgement.receipt
         if receipt is None or receipt.kind not in spec.evidence_kinds:
             continue
-        mismatch = profile_mismatch(spec.profile, receipt)
+        mismatch = profile_mismatch(required, receipt)
         if mismatch:
             evidence.append(Evidence(judgement, False, f"counts 0: other profile: {mismatch}"))
         else:
