@@ -54,20 +54,12 @@ PROFILE = {
 }
 REPEATS = "experiments/e053-moe-determinism/runs/paddle_det"
 STALE_MANIFEST = "experiments/e055-acceptance-oracle-20260819/manifest.json"
-RECORDED = {
-    "torch": [
-        ("manifest.json", ArtifactKind.MANIFEST),
-        ("env.json", ArtifactKind.ENV),
-        ("loss.json", ArtifactKind.LOSS),
-        ("raw_loss.jsonl", ArtifactKind.RAW_LOSS),
-    ],
-    "paddle": [
-        ("manifest.json", ArtifactKind.MANIFEST),
-        ("env.json", ArtifactKind.ENV),
-        ("loss.json", ArtifactKind.LOSS),
-        ("raw_loss.jsonl", ArtifactKind.RAW_LOSS),
-    ],
-}
+RECORDED = [
+    ("manifest.json", ArtifactKind.MANIFEST),
+    ("env.json", ArtifactKind.ENV),
+    ("loss.json", ArtifactKind.LOSS),
+    ("raw_loss.jsonl", ArtifactKind.RAW_LOSS),
+]
 
 
 _CLOSING = (
@@ -108,7 +100,7 @@ def _receipt(
 def _receipt_recorded(workspace: Workspace, side: str, echo: Echo) -> None:
     stamps = [
         f"{name} {_receipt(workspace, kind, (f'results/{side}/{name}',), Framework(side))}"
-        for name, kind in RECORDED[side]
+        for name, kind in RECORDED
     ]
     echo(f"  results/{side} (recorded run): " + ", ".join(stamps))
 

@@ -52,9 +52,7 @@ def _load(root: Path, judgement: Judgement) -> Any:
         return None
 
 
-def _loss_figures(root: Path, judgement: Judgement) -> str:
-    assert judgement.receipt is not None  # noqa: S101  (callers pass read receipts)
-    relpath = judgement.receipt.subjects[0].path
+def _loss_figures(root: Path, relpath: str) -> str:
     try:
         series = read_losses(root / relpath, relpath)
     except LossFileError:
@@ -69,7 +67,7 @@ def _figures(root: Path, judgement: Judgement) -> str:
         return judgement.reason
     kind = receipt.kind
     if kind in (ArtifactKind.LOSS, ArtifactKind.RAW_LOSS):
-        return _loss_figures(root, judgement)
+        return _loss_figures(root, receipt.subjects[0].path)
     data = _load(root, judgement)
     if not isinstance(data, dict):
         return f"{len(receipt.subjects)} file(s)"
