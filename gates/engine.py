@@ -210,10 +210,16 @@ def contract_evidence(spec: ContractSpec, receipts: tuple[Judgement, ...]) -> tu
     return tuple(evidence)
 
 
-def evaluate_contract(path: Path, spec: ContractSpec, context: EvaluationContext) -> ContractResult:
+def evaluate_contract(
+    path: Path,
+    spec: ContractSpec,
+    context: EvaluationContext,
+    evidence: tuple[Evidence, ...] | None = None,
+) -> ContractResult:
     """Run one evaluator; an unknown check or an evaluator failure is status `error`."""
     evaluate = evaluator(spec.check)
-    evidence = contract_evidence(spec, context.receipts)
+    if evidence is None:
+        evidence = contract_evidence(spec, context.receipts)
     if evaluate is None:
         known = ", ".join(sorted(MODULES))
         detail = f"no evaluator named '{spec.check}' in this version of gates (known: {known})"
@@ -275,7 +281,9 @@ def judge_workspace(
     return WorkspaceState(workspace, freeze, loaded, file_errors, receipts)
 
 
-def alignment_for(state: WorkspaceState, spec: ContractSpec | None) -> Alignment:
+def alignment_for(
+    state: WorkspaceState, spec: ContractSpec | None, evidence: tuple[Evidence, ...] | None = None
+) -> Alignment:
     """formal_alignment_steps as the results contract defines it (0 / 0 without one)."""
     if spec is None:
         return Alignment(0, 0, f"no {RESULTS_CHECK} contract in the contract set")
@@ -283,7 +291,8 @@ def alignment_for(state: WorkspaceState, spec: ContractSpec | None) -> Alignment
         params = results_contract.parse_params(spec.params)
     except EvaluationError as exc:
         return Alignment(0, 0, f"{spec.id}: {exc}")
-    evidence = contract_evidence(spec, state.receipts)
+    if evidence is None:
+        evidence = contract_evidence(spec, state.receipts)
     return formal_alignment(
         state.workspace,
         evidence,
@@ -301,9 +310,17 @@ def run_audit(
     workspace: Workspace, *, between_reads: Callable[[], None] | None = None
 ) -> AuditResult:
     state = judge_workspace(workspace, between_reads=between_reads)
-    alignment = alignment_for(state, results_spec(state.loaded))
+    evidence = {spec.id: contract_evidence(spec, state.receipts) for _, spec in state.loaded}
+    results_contract_spec = results_spec(state.loaded)
+    alignment = alignment_for(
+        state,
+        results_contract_spec,
+        evidence[results_contract_spec.id] if results_contract_spec else None,
+    )
     context = EvaluationContext(workspace, state.freeze, state.receipts, alignment=alignment)
-    results = [evaluate_contract(path, spec, context) for path, spec in state.loaded]
+    results = [
+        evaluate_contract(path, spec, context, evidence[spec.id]) for path, spec in state.loaded
+    ]
     waivers, waiver_errors = load_waivers(workspace.contracts_dir, workspace.root)
     results, unknown = attach_waivers(results, waivers)
     results += [_broken_file_result(error, workspace.root) for error in state.file_errors]

@@ -3,7 +3,7 @@ the naming rules, and content equal through them where the contract asks for it.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel, ConfigDict, StrictBool, ValidationError
 
@@ -13,6 +13,10 @@ from gates.contracts.model import Criterion, EvaluationContext, EvaluationError
 from gates.errors import ConfigError, UnsafePathError
 from gates.hashing import StatCache, cache_file
 from gates.paths import check_relpath
+
+if TYPE_CHECKING:
+    from gates.checkpoints.content import ContentComparison
+    from gates.checkpoints.survey import Survey
 
 CHECK = "tensor_inventory"
 
@@ -60,6 +64,29 @@ def _side_criteria(side: str, report: CheckpointReport) -> list[Criterion]:
     ]
 
 
+def _structure(found: Survey) -> Criterion:
+    counts = ", ".join(f"{n} {klass}" for klass, n in found.counts().items())
+    summary = f"{len(found.differences)} differences: {counts}"
+    problems = [*found.rule_problems]
+    problems += [
+        f"{d.reference[0]} {d.detail}" if d.reference else d.detail for d in found.structural
+    ]
+    if not problems:
+        detail = f"{found.reference_count} vs {found.candidate_count} tensors; {summary}"
+        return Criterion("no_structural_difference", True, detail)
+    return Criterion("no_structural_difference", False, "; ".join(problems[:5]) + f" ({summary})")
+
+
+def _hash_match(content: ContentComparison | None) -> Criterion:
+    if content is not None and content.hash_match:
+        return Criterion("hash_match", True, "content equal through the naming rules")
+    if content is None:
+        return Criterion("hash_match", False, "not comparable: the checkpoints were not hashed")
+    problems = [*content.problems, *(f"{name} differs" for name in content.unequal)]
+    detail = "; ".join(problems[:5]) or "structural differences remain"
+    return Criterion("hash_match", False, detail)
+
+
 def evaluate(context: EvaluationContext, raw: dict[str, Any]) -> list[Criterion]:
     params = _parse(raw)
     try:
@@ -72,41 +99,15 @@ def evaluate(context: EvaluationContext, raw: dict[str, Any]) -> list[Criterion]
     reference = check_checkpoint(root, params.reference, cache=cache, hash_contents=hashing)
     candidate = check_checkpoint(root, params.candidate, cache=cache, hash_contents=hashing)
     cache.save()
-    pair = compare_pair(reference, candidate, ruleset)
-    found = pair.survey
-    counts = ", ".join(f"{n} {klass}" for klass, n in found.counts().items())
-    structural = [
-        f"{d.reference[0] if d.reference else ''} {d.detail}".strip() for d in found.structural
-    ]
     criteria = _side_criteria("reference", reference) + _side_criteria("candidate", candidate)
     if not (reference.valid and candidate.valid):
         not_comparable = "not comparable until both checkpoints are valid"
         criteria.append(Criterion("no_structural_difference", False, not_comparable))
-        if params.require_hash_match:
+        if hashing:
             criteria.append(Criterion("hash_match", False, not_comparable))
         return criteria
-    criteria.append(
-        Criterion(
-            "no_structural_difference",
-            not structural and not found.rule_problems,
-            "; ".join([*found.rule_problems, *structural][:5])
-            + (f" ({len(found.differences)} differences: {counts})" if found.differences else "")
-            if structural or found.rule_problems
-            else f"{found.reference_count} vs {found.candidate_count} tensors; "
-            f"{len(found.differences)} differences: {counts}",
-        )
-    )
-    if params.require_hash_match:
-        content = pair.content
-        detail = (
-            "content equal through the naming rules"
-            if content and content.hash_match
-            else "; ".join(
-                (content.problems + tuple(f"{n} differs" for n in content.unequal))[:5]
-                if content
-                else ["not comparable: a checkpoint is invalid"]
-            )
-            or "structural differences remain"
-        )
-        criteria.append(Criterion("hash_match", bool(content and content.hash_match), detail))
+    pair = compare_pair(reference, candidate, ruleset)
+    criteria.append(_structure(pair.survey))
+    if hashing:
+        criteria.append(_hash_match(pair.content))
     return criteria
