@@ -2,7 +2,8 @@
 
 Canonical form: keys sorted, no insignificant whitespace, UTF-8, no NaN or
 Infinity. A receipt's ``id`` is ``sha256:`` + the hex digest of the canonical
-form of the receipt without its ``id`` field.
+form of the receipt without its ``id`` and ``attestation`` fields (the
+attestation signs the receipt, id included).
 """
 
 from __future__ import annotations
@@ -23,7 +24,7 @@ def canonical_json(value: Any) -> bytes:
 
 
 def content_id(document: dict[str, Any]) -> str:
-    body = {key: value for key, value in document.items() if key != "id"}
+    body = {key: value for key, value in document.items() if key not in ("id", "attestation")}
     return "sha256:" + hashlib.sha256(canonical_json(body)).hexdigest()
 
 

@@ -25,12 +25,22 @@ _PROFILE_KEY_CHARS = set("abcdefghijklmnopqrstuvwxyz0123456789_")
 
 
 class State:
-    def __init__(self, directory: Path, debug: bool) -> None:
+    def __init__(
+        self, directory: Path, debug: bool, policy_ref: str | None, trust: Path | None
+    ) -> None:
         self.directory = directory
         self.debug = debug
+        self.policy_ref = policy_ref
+        self.trust = trust
 
     def workspace(self) -> Workspace:
-        return open_workspace(self.directory)
+        """The workspace under the policy in force (its settings; the worktree's pin)."""
+        from gates.policy import govern
+
+        governed, _ = govern(
+            open_workspace(self.directory), ref_option=self.policy_ref, trust=self.trust
+        )
+        return governed
 
     def cwd(self) -> Path:
         """Relative paths on the command line start here (-C DIR, like git -C)."""
@@ -53,11 +63,24 @@ pass_state = click.make_pass_decorator(State)
     help="Run as if started in this folder (the workspace is found from there upwards).",
 )
 @click.option("--debug", is_flag=True, help="Show tracebacks for errors.")
+@click.option(
+    "--policy-ref",
+    metavar="REF",
+    help="Protected git ref whose contracts, waivers and settings judge (env GATES_POLICY_REF).",
+)
+@click.option(
+    "--trust",
+    metavar="FILE",
+    type=click.Path(dir_okay=False, path_type=Path),
+    help="Trust file outside the workspace: who may sign formal evidence (env GATES_TRUST).",
+)
 @click.version_option(__version__, prog_name="gates")
 @click.pass_context
-def cli(ctx: click.Context, directory: Path, debug: bool) -> None:
+def cli(
+    ctx: click.Context, directory: Path, debug: bool, policy_ref: str | None, trust: Path | None
+) -> None:
     """Evidence-gated governance for cross-framework training alignment."""
-    ctx.obj = State(directory, debug)
+    ctx.obj = State(directory, debug, policy_ref, trust)
 
 
 @cli.command()
@@ -576,6 +599,65 @@ def run(
         profile=_parse_profile(profile),
     )
     sys.exit(run_command.run(state.workspace(), request, cwd=state.cwd(), echo=_echo))
+
+
+@cli.group()
+def key() -> None:
+    """Signing keys: make one, print its public half for a trust file."""
+
+
+@key.command("new")
+@click.argument("path", type=click.Path(dir_okay=False, path_type=Path))
+def key_new(path: Path) -> None:
+    """Write a new ed25519 private key to PATH (mode 0600) and print its key id."""
+    from gates.trust.keys import new_key
+
+    _echo(new_key(path))
+
+
+@key.command("pub")
+@click.argument("path", type=click.Path(dir_okay=False, path_type=Path))
+def key_pub(path: Path) -> None:
+    """Print the public key of the private key at PATH, as a trust file's public_key holds it."""
+    from gates.trust.keys import load_key, public_pem
+
+    click.echo(public_pem(load_key(path)), nl=False)
+
+
+@cli.group()
+def attest() -> None:
+    """Standard attestations: every accepted envelope and the verdict as a SLSA VSA."""
+
+
+@attest.command("export")
+@click.option(
+    "--out",
+    "out",
+    required=True,
+    type=click.Path(file_okay=False, path_type=Path),
+    help="Folder to write the envelopes and the VSA into.",
+)
+@click.option(
+    "--key",
+    "key_path",
+    type=click.Path(dir_okay=False, path_type=Path),
+    help="Sign the VSA with this key (default: GATES_SIGNING_KEY; unsigned without one).",
+)
+@_FORMAT
+@pass_state
+def attest_export(state: State, out: Path, key_path: Path | None, output_format: str) -> None:
+    """Write every accepted receipt's DSSE envelope and the verdict's VSA to OUT."""
+    from gates.commands import attest as attest_command
+
+    sys.exit(
+        attest_command.export(
+            state.workspace(),
+            state.cwd() / out,
+            key_path=key_path,
+            as_json=output_format == "json",
+            echo=_echo,
+        )
+    )
 
 
 @cli.command()

@@ -52,12 +52,31 @@ class ContractsConfig(_Strict):
     dir: RelPath = "contracts"
 
 
+# A branch, tag or commit name; never an option (leading '-') nor a revision expression.
+GitRef = Annotated[str, StringConstraints(pattern=r"^([^-\s:~^?*\[\\][^\s:~^?*\[\\]*)?$")]
+
+
+class TrustConfig(_Strict):
+    """``[trust]``: the trust file as committed at a protected git ref (docs/trust.md)."""
+
+    ref: GitRef = Field(default="", description="git ref whose tree holds the trust file")
+    path: str = Field(default="", description="path of the trust file inside that tree")
+
+
+class PolicyConfig(_Strict):
+    """``[policy]``: the protected git ref whose contracts, waivers and settings judge a PR."""
+
+    ref: GitRef = Field(default="", description="e.g. origin/main, the branch a PR merges into")
+
+
 class GatesConfig(_Strict):
     """The whole of gates.toml."""
 
     freeze: FreezeConfig = FreezeConfig()
     evidence: EvidenceConfig = EvidenceConfig()
     contracts: ContractsConfig = ContractsConfig()
+    trust: TrustConfig = TrustConfig()
+    policy: PolicyConfig = PolicyConfig()
 
     def governance_paths(self) -> tuple[str, ...]:
         """Paths that are never part of the source tree."""
@@ -102,6 +121,8 @@ def _declared_paths(config: GatesConfig) -> list[tuple[str, str]]:
     pairs += [("evidence.locations", p) for p in config.evidence.locations]
     pairs += [("freeze.paths", p) for p in config.freeze.paths]
     pairs += [("freeze.exclude", p) for p in config.freeze.exclude]
+    if config.trust.path:
+        pairs.append(("trust.path", config.trust.path))
     return pairs
 
 

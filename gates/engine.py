@@ -16,8 +16,9 @@ from pathlib import Path
 from typing import Literal
 
 from gates.alignment import Alignment, Side, formal_alignment
+from gates.binding import Entrypoints, declared_scripts, is_run, needs_run, run_problems
 from gates.contracts import results_schema_and_provenance as results_contract
-from gates.contracts.loader import ContractFileError, load_contracts
+from gates.contracts.loader import ContractFileError
 from gates.contracts.model import (
     ContractResult,
     ContractSpec,
@@ -29,11 +30,13 @@ from gates.contracts.model import (
     discharge_status,
 )
 from gates.contracts.registry import FREEZE_CHECK, MODULES, evaluator
-from gates.freeze import FreezeReport, evaluate_freeze
+from gates.derive import loss_check_problem
+from gates.freeze import FreezeReport, SourceTree, evaluate_freeze
 from gates.hashing import StatCache, cache_file
+from gates.policy import Policy, policy_of
 from gates.receipts.model import RECEIPT_SUFFIX, Receipt
 from gates.receipts.verify import Judgement, JudgingContext, Status, judge
-from gates.waivers import LoadedWaiver, load_waivers, today
+from gates.waivers import LoadedWaiver, today
 from gates.workspace import Workspace
 
 RESULTS_CHECK = results_contract.CHECK
@@ -51,6 +54,13 @@ class AuditResult:
     waivers: tuple[LoadedWaiver, ...] = ()
     today: dt.date = dataclasses.field(default_factory=today)
     root: Path = Path()
+    policy: Policy | None = None
+
+    @property
+    def proposed_changes(self) -> tuple[str, ...]:
+        if self.policy is None:
+            return ()
+        return self.policy.proposed_changes + self.policy.anchors.proposed_changes
 
     def relative(self, path: Path) -> str:
         return (
@@ -75,6 +85,7 @@ class WorkspaceState:
     loaded: list[tuple[Path, ContractSpec]]
     file_errors: list[ContractFileError]
     receipts: tuple[Judgement, ...]
+    policy: Policy
 
 
 def discover_receipts(root: Path, locations: tuple[str, ...]) -> tuple[list[str], list[Judgement]]:
@@ -110,30 +121,84 @@ def _refused(path: str, reason: str) -> Judgement:
 
 
 def judging_context(
-    workspace: Workspace, freeze: FreezeReport, loaded: list[tuple[Path, ContractSpec]]
+    workspace: Workspace,
+    freeze: FreezeReport,
+    loaded: list[tuple[Path, ContractSpec]],
+    policy: Policy,
 ) -> JudgingContext:
-    """What receipts are judged against now: the freeze contract's status and the pin's tree."""
+    """What receipts are judged against now: the freeze contract's status, the pin's tree
+    and the trust anchors in force."""
     bare = EvaluationContext(workspace, freeze, ())
     cache = StatCache(cache_file(workspace.root))
     return JudgingContext(
-        workspace.root, cache, _freeze_discharged(loaded, bare), freeze.pin_source_tree
+        workspace.root,
+        cache,
+        _freeze_discharged(loaded, bare),
+        freeze.pin_source_tree,
+        anchors=policy.anchors,
     )
 
 
-def judge_receipts(workspace: Workspace, context: JudgingContext) -> tuple[Judgement, ...]:
+def judge_receipts(
+    workspace: Workspace, context: JudgingContext, entrypoints: Entrypoints | None = None
+) -> tuple[Judgement, ...]:
     """Every receipt under the evidence locations, re-judged now, sorted by path."""
     paths, judgements = discover_receipts(workspace.root, workspace.config.evidence.locations)
     judgements += [judge(context, path) for path in paths]
     context.cache.save()
-    return tuple(sorted(check_inputs(judgements), key=lambda j: j.path))
+    judgements = _recompute_checks(_conflicting_subjects(judgements), workspace.root)
+    settled = settle(judgements, entrypoints or {})
+    return tuple(sorted(settled, key=lambda j: j.path))
 
 
-def check_inputs(judgements: list[Judgement]) -> list[Judgement]:
-    """A receipt derived from others (provenance.inputs) is no better than its inputs.
+def _conflicting_subjects(judgements: list[Judgement]) -> list[Judgement]:
+    """Two receipts binding one file to different digests: neither can be believed."""
+    digests: dict[str, set[str]] = {}
+    for judgement in judgements:
+        if judgement.receipt and judgement.status is not Status.REJECTED:
+            for subject in judgement.receipt.subjects:
+                digests.setdefault(subject.path, set()).add(subject.sha256)
+    conflicted = {path for path, found in digests.items() if len(found) > 1}
+    if not conflicted:
+        return judgements
+    settled = []
+    for judgement in judgements:
+        receipt = judgement.receipt
+        clash = sorted({s.path for s in receipt.subjects} & conflicted) if receipt else []
+        if clash and judgement.status is not Status.REJECTED:
+            reason = f"another receipt binds {clash[0]} to a different sha256"
+            settled.append(Judgement(judgement.path, receipt, Status.REJECTED, reason))
+        else:
+            settled.append(judgement)
+    return settled
 
-    An input that is not an accepted receipt here (tampered, changed, removed)
-    rejects the derived receipt; a probe input makes a formal one probe.
-    Repeated until nothing changes, so chains of checks propagate.
+
+def _recompute_checks(judgements: list[Judgement], root: Path) -> list[Judgement]:
+    """Reject every loss checker output that disagrees with its recomputation."""
+    by_id = {j.receipt.id: j.receipt for j in judgements if j.receipt and j.status != "rejected"}
+    settled = []
+    for judgement in judgements:
+        receipt = judgement.receipt
+        if receipt and judgement.status is not Status.REJECTED:
+            if not all(i in by_id for i in receipt.provenance.inputs):
+                settled.append(judgement)  # settle() rejects it, naming the missing input
+                continue
+            inputs = [by_id[i] for i in receipt.provenance.inputs]
+            problem = loss_check_problem(root, receipt, inputs)
+            if problem:
+                settled.append(Judgement(judgement.path, receipt, Status.REJECTED, problem))
+                continue
+        settled.append(judgement)
+    return settled
+
+
+def settle(judgements: list[Judgement], entrypoints: Entrypoints) -> list[Judgement]:
+    """Apply the rules that look across receipts until nothing changes.
+
+    A receipt derived from others (provenance.inputs) is no better than its
+    inputs: an input that is not accepted here rejects it, a probe input makes
+    it probe. Run outputs count only through a run attestation of their side's
+    declared entrypoint.
     """
     changed = True
     while changed:
@@ -142,35 +207,84 @@ def check_inputs(judgements: list[Judgement]) -> list[Judgement]:
             j.receipt.id: j for j in judgements if j.receipt and j.status is not Status.REJECTED
         }
         for index, judgement in enumerate(judgements):
-            downgraded = _downgrade(judgement, accepted)
+            downgraded = _downgrade(judgement, accepted, entrypoints)
             if downgraded is not None:
                 judgements[index] = downgraded
                 changed = True
     return judgements
 
 
-def _downgrade(judgement: Judgement, accepted: dict[str, Judgement]) -> Judgement | None:
+def _downgrade(
+    judgement: Judgement, accepted: dict[str, Judgement], entrypoints: Entrypoints
+) -> Judgement | None:
     receipt = judgement.receipt
     if receipt is None or judgement.status is Status.REJECTED:
         return None
-    for input_id in receipt.provenance.inputs:
-        source = accepted.get(input_id)
-        if source is None:
-            return Judgement(
-                judgement.path,
-                receipt,
-                Status.REJECTED,
-                f"input receipt {input_id[:19]}... is not an accepted receipt in this "
-                "workspace (tampered, changed or removed)",
-            )
-        if source.status is Status.PROBE and judgement.status is Status.FORMAL:
-            return Judgement(
-                judgement.path,
-                receipt,
-                Status.PROBE,
-                f"input receipt {source.path} counts as probe",
-            )
+    missing = [i for i in receipt.provenance.inputs if i not in accepted]
+    if missing:
+        reason = (
+            f"input receipt {missing[0][:19]}... is not an accepted receipt in this "
+            "workspace (tampered, changed or removed)"
+        )
+        return Judgement(judgement.path, receipt, Status.REJECTED, reason, judgement.signer)
+    if judgement.status is not Status.FORMAL:
+        return None
+    sources = [accepted[i] for i in receipt.provenance.inputs]
+    why = _probe_reason(receipt, sources, entrypoints)
+    if why is None:
+        return None
+    return Judgement(judgement.path, receipt, Status.PROBE, why, judgement.signer)
+
+
+def _probe_reason(
+    receipt: Receipt, sources: list[Judgement], entrypoints: Entrypoints
+) -> str | None:
+    """Why a formal receipt counts only as probe once its inputs and binding are known."""
+    probe_input = next((s for s in sources if s.status is Status.PROBE), None)
+    if probe_input is not None:
+        return f"input receipt {probe_input.path} counts as probe"
+    if is_run(receipt):
+        problems = run_problems(receipt, entrypoints)
+        return "run attestation: " + "; ".join(problems) if problems else None
+    if needs_run(receipt) and not any(s.receipt and is_run(s.receipt) for s in sources):
+        return (
+            "not from a signed run of the declared entrypoint (no run attestation among its "
+            "inputs; write it with `gates run --framework ... -- <entrypoint>`)"
+        )
     return None
+
+
+def entrypoints_of(
+    spec: ContractSpec | None, workspace: Workspace
+) -> tuple[Entrypoints, list[str]]:
+    """framework -> declared entrypoint, from the results contract in force; plus the
+    problems that void an entrypoint (a script outside the pinned source tree)."""
+    if spec is None:
+        return {}, []
+    try:
+        params = results_contract.parse_params(spec.params)
+    except EvaluationError:
+        return {}, []
+    tree = SourceTree(workspace.config)
+    found: dict[str, tuple[str, ...]] = {}
+    problems = []
+    for side, framework, declared in (
+        ("reference", params.reference_framework, params.reference_entrypoint),
+        ("candidate", params.candidate_framework, params.candidate_entrypoint),
+    ):
+        outside = [
+            script
+            for script in declared_scripts(declared)
+            if not tree.contains(script) or not (workspace.root / script).is_file()
+        ]
+        if outside:
+            problems.append(
+                f"{side}_entrypoint names {', '.join(outside)}, which is not a file of the "
+                "pinned source tree: nothing of that side can be formal"
+            )
+        elif declared:
+            found[framework.value] = declared
+    return found, problems
 
 
 def _normalize(value: str | int | bool) -> str:
@@ -275,10 +389,13 @@ def _freeze_discharged(loaded: list[tuple[Path, ContractSpec]], context: Evaluat
 def judge_workspace(
     workspace: Workspace, *, between_reads: Callable[[], None] | None = None
 ) -> WorkspaceState:
+    workspace, policy = policy_of(workspace)
     freeze = evaluate_freeze(workspace.root, workspace.config, between_reads=between_reads)
-    loaded, file_errors = load_contracts(workspace.contracts_dir)
-    receipts = judge_receipts(workspace, judging_context(workspace, freeze, loaded))
-    return WorkspaceState(workspace, freeze, loaded, file_errors, receipts)
+    loaded, file_errors = policy.contracts()
+    entrypoints, _ = entrypoints_of(results_spec(loaded), workspace)
+    context = judging_context(workspace, freeze, loaded, policy)
+    receipts = judge_receipts(workspace, context, entrypoints)
+    return WorkspaceState(workspace, freeze, loaded, file_errors, receipts, policy)
 
 
 def alignment_for(
@@ -310,6 +427,7 @@ def run_audit(
     workspace: Workspace, *, between_reads: Callable[[], None] | None = None
 ) -> AuditResult:
     state = judge_workspace(workspace, between_reads=between_reads)
+    workspace = state.workspace
     evidence = {spec.id: contract_evidence(spec, state.receipts) for _, spec in state.loaded}
     results_contract_spec = results_spec(state.loaded)
     alignment = alignment_for(
@@ -321,7 +439,7 @@ def run_audit(
     results = [
         evaluate_contract(path, spec, context, evidence[spec.id]) for path, spec in state.loaded
     ]
-    waivers, waiver_errors = load_waivers(workspace.contracts_dir, workspace.root)
+    waivers, waiver_errors = state.policy.waivers()
     results, unknown = attach_waivers(results, waivers)
     results += [_broken_file_result(error, workspace.root) for error in state.file_errors]
     date = today()
@@ -340,6 +458,7 @@ def run_audit(
         waivers=tuple(waivers),
         today=date,
         root=workspace.root,
+        policy=state.policy,
     )
 
 

@@ -13,7 +13,12 @@ from pathlib import Path
 
 from gates.errors import GitError
 
-_OVERRIDES = {"GIT_OPTIONAL_LOCKS": "0", "LC_ALL": "C", "GIT_TERMINAL_PROMPT": "0"}
+_OVERRIDES = {
+    "GIT_OPTIONAL_LOCKS": "0",
+    "LC_ALL": "C",
+    "GIT_TERMINAL_PROMPT": "0",
+    "GIT_NO_REPLACE_OBJECTS": "1",  # a replace ref must never make one commit read as another
+}
 
 
 def run_git(root: Path, *args: str, stdin: bytes | None = None, check: bool = True) -> bytes:
@@ -101,3 +106,43 @@ def status_porcelain(root: Path, pathspecs: list[str]) -> bytes:
         "--",
         *pathspecs,
     )
+
+
+def resolve_commit(root: Path, ref: str) -> str | None:
+    """The commit ``ref`` names, or None when it names none."""
+    return describe_objects(root, [f"{ref}^{{commit}}"])[0].sha
+
+
+def read_blobs(root: Path, commit: str, paths: list[str]) -> dict[str, bytes | None]:
+    """The content of each path in ``commit``'s tree (None where it is not a file there),
+    in one `git cat-file --batch` call."""
+    if not paths:
+        return {}
+    payload = "".join(f"{commit}:{path}\n" for path in paths).encode("utf-8")
+    out = run_git(root, "cat-file", "--batch", stdin=payload)
+    found: dict[str, bytes | None] = {}
+    offset = 0
+    for path in paths:
+        end = out.index(b"\n", offset)
+        header = out[offset:end].decode("utf-8", "replace").split()
+        offset = end + 1
+        if len(header) == 3 and header[1] == "blob":
+            size = int(header[2])
+            found[path] = out[offset : offset + size]
+            offset += size + 1
+        else:
+            if len(header) == 3 and header[1] != "missing":
+                offset += int(header[2]) + 1
+            found[path] = None
+    return found
+
+
+def list_folder(root: Path, commit: str, folder: str) -> list[str]:
+    """Names of the files directly in ``folder`` of ``commit``'s tree (empty if none)."""
+    out = run_git(root, "ls-tree", "-z", "--full-tree", commit, "--", f"{folder.rstrip('/')}/")
+    names = []
+    for record in out.split(b"\0"):
+        meta, _, path = record.partition(b"\t")
+        if record and meta.split(b" ")[1:2] == [b"blob"]:
+            names.append(path.decode("utf-8", "surrogateescape").rsplit("/", 1)[-1])
+    return sorted(names)

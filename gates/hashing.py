@@ -75,7 +75,12 @@ class StatCache:
         self.misses = 0
 
     def _load(self) -> dict[str, dict[str, list[object]]]:
-        empty: dict[str, dict[str, list[object]]] = {"files": {}, "receipts": {}, "shards": {}}
+        empty: dict[str, dict[str, list[object]]] = {
+            "files": {},
+            "receipts": {},
+            "shards": {},
+            "attestations": {},
+        }
         if self.path is None:
             return empty
         try:

@@ -75,14 +75,27 @@ def today() -> dt.date:
 
 
 def load_waivers(folder: Path, root: Path) -> tuple[list[LoadedWaiver], list[str]]:
-    """Every waiver file in ``folder``, plus one error line for each that cannot be read."""
-    waivers, errors = [], []
+    """Every waiver file in a worktree ``folder``, plus one error line for each unreadable one."""
     if not folder.is_dir():
         return [], []
+    files: list[tuple[str, bytes | None]] = []
     for path in sorted(folder.glob(f"*{WAIVER_SUFFIX}")):
-        source = path.relative_to(root).as_posix()
         try:
-            raw = tomllib.loads(path.read_text(encoding="utf-8"))
+            files.append((path.relative_to(root).as_posix(), path.read_bytes()))
+        except OSError:
+            files.append((path.relative_to(root).as_posix(), None))
+    return parse_waivers(files)
+
+
+def parse_waivers(files: list[tuple[str, bytes | None]]) -> tuple[list[LoadedWaiver], list[str]]:
+    """Waivers from (source, content) pairs, wherever they were read (worktree or a git ref)."""
+    waivers, errors = [], []
+    for source, data in files:
+        if data is None:
+            errors.append(f"{source}: cannot read")
+            continue
+        try:
+            raw = tomllib.loads(data.decode("utf-8"))
             waivers.append(LoadedWaiver(source, Waiver.model_validate(raw)))
         except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as exc:
             errors.append(f"{source}: cannot read: {exc}")

@@ -4,15 +4,23 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from gates.config import CONFIG_NAME, GatesConfig, load_config
 from gates.errors import ConfigError
 
+if TYPE_CHECKING:
+    from gates.policy import Policy
+
 
 @dataclass(frozen=True)
 class Workspace:
+    """The repository root and the settings in force. ``policy`` says where those came
+    from (None: not resolved yet; the engine resolves it from the environment)."""
+
     root: Path
     config: GatesConfig
+    policy: Policy | None = None
 
     @property
     def config_path(self) -> Path:

@@ -3,6 +3,9 @@ and a way to run the real CLI in-process and capture its exit code and output.""
 
 from __future__ import annotations
 
+import json
+import os
+import re
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -13,8 +16,46 @@ import git
 import pytest
 
 from gates.cli import main as gates_main
+from gates.trust.keys import load_key, new_key, public_pem
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
+
+
+@dataclass(frozen=True)
+class TrustSetup:
+    """A signing key and a trust file that trusts it, both outside every workspace."""
+
+    key: Path
+    trust: Path
+    keyid: str
+
+
+def make_trust(folder: Path, frameworks: str = '["*"]', name: str = "ci") -> TrustSetup:
+    """`gates key new` + a trust file naming its public key (real keys, real signatures)."""
+    folder.mkdir(parents=True, exist_ok=True)
+    key = folder / f"{name}.key"
+    keyid = new_key(key)
+    (folder / f"{name}.pub").write_text(public_pem(load_key(key)))
+    trust = folder / "trust.toml"
+    trust.write_text(
+        f'[[signers]]\nname = "{name}"\npublic_key = "{name}.pub"\nframeworks = {frameworks}\n'
+    )
+    return TrustSetup(key, trust, keyid)
+
+
+@pytest.fixture(scope="session")
+def session_trust(tmp_path_factory: pytest.TempPathFactory) -> TrustSetup:
+    return make_trust(tmp_path_factory.mktemp("trust"))
+
+
+@pytest.fixture(autouse=True)
+def signing(session_trust: TrustSetup, monkeypatch: pytest.MonkeyPatch) -> TrustSetup:
+    """Every test signs with a CI key and trusts it, as a provisioned CI machine does;
+    tests of the trust layer override or remove these variables."""
+    monkeypatch.setenv("GATES_SIGNING_KEY", str(session_trust.key))
+    monkeypatch.setenv("GATES_TRUST", str(session_trust.trust))
+    monkeypatch.delenv("GATES_POLICY_REF", raising=False)
+    return session_trust
 
 
 @pytest.fixture(autouse=True)
@@ -53,7 +94,24 @@ def make_repo(root: Path, files: dict[str, str] | None = None) -> git.Repo:
     return repo
 
 
+#: A training entrypoint for tests: `python trainer/train.py FRAMEWORK LOSSES_JSON [raw]` writes
+#: the losses (and env.json) into the run folder `gates run` gives it, like a real trainer.
+TRAIN_SCRIPT = """import json, os, sys
+from pathlib import Path
+
+folder = Path(os.environ["GATES_RUN_DIR"])
+framework, losses = sys.argv[1], json.loads(sys.argv[2])
+if sys.argv[3:] == ["raw"]:
+    lines = [json.dumps({"step": i, "loss": v}) for i, v in enumerate(losses, 1)]
+    (folder / "raw_loss.jsonl").write_text("\\n".join(lines) + "\\n")
+else:
+    (folder / "loss.json").write_text(json.dumps({"losses": losses}) + "\\n")
+    env = json.loads(os.environ["TEST_RUN_ENV"])
+    (folder / "env.json").write_text(json.dumps({"framework": framework, **env}) + "\\n")
+"""
+
 SOURCE_FILES = {
+    "trainer/train.py": TRAIN_SCRIPT,
     "paddleformers/glm/modeling.py": "def forward(x):\n    return x\n",
     "paddleformers/glm/config.py": "HIDDEN = 16\n",
     "README.md": "model\n",
@@ -83,6 +141,62 @@ RUN_ENV = {
     "revision": "b4734de4facf877f85769a911abafc5283eab3d9",
     "model_config_sha256": "1" * 64,
 }
+
+
+#: GLM_PROFILE as a CPU test machine can honestly run it: a run's device and world size must
+#: agree with what it captured, or its evidence is not formal.
+CPU_PROFILE = {**GLM_PROFILE, "device": "cpu", "world": "1"}
+
+RESULTS_CONTRACT = "contracts/results-schema-and-provenance.toml"
+
+
+def declare_entrypoints(root: Path, profile: dict[str, str] = CPU_PROFILE) -> None:
+    """Give the workspace's results contract both entrypoints and a profile this machine runs."""
+    path = root / RESULTS_CONTRACT
+    text = path.read_text()
+    text = text.replace(
+        "reference_entrypoint = []", 'reference_entrypoint = ["python", "trainer/train.py"]'
+    ).replace("candidate_entrypoint = []", 'candidate_entrypoint = ["python", "trainer/train.py"]')
+    for key in ("device", "world"):
+        text = re.sub(rf"^{key} = .*$", f"{key} = {json.dumps(profile[key])}", text, flags=re.M)
+    text = text.replace('world = "1"', "world = 1")
+    path.write_text(text)
+
+
+def signed_run(
+    root: Path,
+    capsys: pytest.CaptureFixture[str],
+    framework: str,
+    losses: list[float],
+    *,
+    out: str | None = None,
+    profile: dict[str, str] = CPU_PROFILE,
+    raw: bool = False,
+    program: tuple[str, ...] = (),
+    probe: bool = False,
+    expect: int = 0,
+) -> Result:
+    """`gates run` of the workspace's training entrypoint, signed with the CI key."""
+    command = program or (sys.executable, "trainer/train.py", framework, json.dumps(losses))
+    extra = ("raw",) if raw and not program else ()
+    os.environ["TEST_RUN_ENV"] = json.dumps(RUN_ENV)
+    result = run_gates(
+        capsys,
+        "-C",
+        str(root),
+        "run",
+        "--framework",
+        framework,
+        *(["--probe"] if probe else []),
+        "--out",
+        str(root / (out or f"results/{framework}")),
+        *profile_args(profile),
+        "--",
+        *command,
+        *extra,
+    )
+    assert result.code == expect, result.err
+    return result
 
 
 def profile_args(profile: dict[str, str]) -> list[str]:

@@ -37,7 +37,9 @@ def add_receipt(
     ws: Workspace, capsys: pytest.CaptureFixture[str], subject: str, *extra: str
 ) -> None:
     write(ws.root, subject, json.dumps({"losses": [2.5, 2.25]}))
-    result = ws.gates(capsys, "receipt", "create", "--kind", "loss", "--subject", subject, *extra)
+    # structure_parity: hand-made receipts of run outputs (loss, env, ...) are never formal
+    kind = "structure_parity"
+    result = ws.gates(capsys, "receipt", "create", "--kind", kind, "--subject", subject, *extra)
     assert result.code == 0, result.err
 
 
@@ -104,6 +106,7 @@ def test_json_object_has_the_design_shape(
     receipts = report["receipts"]
     assert isinstance(receipts, list)
     assert set(receipts[0]) == {
+        "signer",
         "path",
         "id",
         "kind",
@@ -189,7 +192,7 @@ def test_contract_profile_makes_other_profiles_count_zero(
                 'check = "source_freeze"',
                 "blocking = false",
                 'discharge = "formal loss receipts of the profile"',
-                'evidence_kinds = ["loss"]',
+                'evidence_kinds = ["structure_parity"]',
                 "[profile]",
                 'name = "minimum_complete"',
                 "tp = 2",

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 import gates.losses
-from tests.conftest import Workspace, write
+from tests.conftest import Workspace, declare_entrypoints, signed_run, write
 from tests.lossgen import train_losses, write_loss_json, write_raw_loss
 
 REF = "results/torch/loss.json"
@@ -196,9 +196,9 @@ def test_rounded_losses_are_flagged_and_not_bit_comparable(
 def test_output_and_receipt_name_the_input_receipts(
     ws: Workspace, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    pair(ws, train_losses(10), train_losses(10))
-    receipt(ws, capsys, REF, "torch")
-    receipt(ws, capsys, CAND, "paddle")
+    declare_entrypoints(ws.root)
+    signed_run(ws.root, capsys, "torch", train_losses(10))
+    signed_run(ws.root, capsys, "paddle", train_losses(10))
     code, _, _ = check(
         ws,
         capsys,

@@ -23,6 +23,13 @@ PROFILE = ["--profile", "name=tiny", "--profile", "dtype=float32"]
 @pytest.fixture
 def paddle_ws(ws: Workspace) -> Workspace:
     shutil.copytree(MODEL, ws.root / "model")
+    contract = ws.root / "contracts/results-schema-and-provenance.toml"
+    contract.write_text(
+        contract.read_text().replace(
+            "candidate_entrypoint = []",
+            'candidate_entrypoint = ["python", "model/train_paddle.py"]',
+        )
+    )
     pin = commit_all(ws.repo, "tiny paddle model")
     text = (ws.root / "gates.toml").read_text().replace(ws.pin, pin)
     (ws.root / "gates.toml").write_text(text)

@@ -22,12 +22,15 @@ def make_loss(ws: Workspace, relpath: str = LOSS) -> Path:
 
 
 def create(ws: Workspace, capsys: pytest.CaptureFixture[str], *extra: str) -> object:
+    # structure_parity, not loss: a hand-made loss receipt can never be formal (only a signed
+    # run of the declared entrypoint makes run outputs formal, tests/test_trust.py); these
+    # tests are about the receipt mechanics every kind shares.
     return ws.gates(
         capsys,
         "receipt",
         "create",
         "--kind",
-        "loss",
+        "structure_parity",
         "--subject",
         LOSS,
         "--framework",
@@ -326,11 +329,12 @@ def test_stat_cache_skips_rehashing_and_rechecking_unchanged_files(
     age(path, ws.root / RECEIPT)
     first = fresh_context(ws)
     judge(first, RECEIPT)
-    assert (first.cache.hits, first.cache.misses) == (0, 2)  # the receipt and its subject
+    # the receipt, its subject and its attestation
+    assert (first.cache.hits, first.cache.misses) == (0, 3)
     first.cache.save()
     second = fresh_context(ws)
     assert judge(second, RECEIPT).receipt is not None
-    assert (second.cache.hits, second.cache.misses) == (2, 0)
+    assert (second.cache.hits, second.cache.misses) == (3, 0)
     path.write_text(path.read_text().replace("11.2", "11.3"))
     third = fresh_context(ws)
     assert judge(third, RECEIPT).status == "rejected"

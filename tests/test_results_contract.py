@@ -6,13 +6,26 @@ import json
 
 import pytest
 
-from tests.conftest import GLM_PROFILE, RUN_ENV, Workspace, profile_args, write
-from tests.lossgen import train_losses, write_loss_json, write_raw_loss
+from tests.conftest import (
+    CPU_PROFILE,
+    RUN_ENV,
+    Workspace,
+    declare_entrypoints,
+    profile_args,
+    signed_run,
+    write,
+)
+from tests.lossgen import train_losses, write_loss_json
 
 RESULTS_ID = "acceptance_oracle.results-schema-and-provenance"
 MANIFEST_ID = "contract_environment.manifest-format-key"
-PROFILE = GLM_PROFILE
+PROFILE = CPU_PROFILE
 ENV = RUN_ENV
+
+
+@pytest.fixture(autouse=True)
+def entrypoints(ws: Workspace) -> None:
+    declare_entrypoints(ws.root)
 
 
 def receipt(
@@ -46,21 +59,20 @@ def record_side(
     framework: str,
     losses: list[float],
     profile: dict[str, str] | None = None,
+    *,
+    probe: bool = False,
+    out: str | None = None,
 ) -> None:
-    folder = f"results/{framework}"
-    write_loss_json(ws.root / folder / "loss.json", losses)
-    write(ws.root, f"{folder}/env.json", json.dumps({"framework": framework, **ENV}))
-    receipt(ws, capsys, "loss", f"{folder}/loss.json", framework, profile=profile)
-    receipt(ws, capsys, "env", f"{folder}/env.json", framework, profile=profile)
+    """A signed `gates run` of the side's entrypoint that writes these losses."""
+    signed_run(ws.root, capsys, framework, losses, profile=profile or PROFILE, probe=probe, out=out)
 
 
 def record_repeats(ws: Workspace, capsys: pytest.CaptureFixture[str], losses: list[float]) -> None:
     runs = []
     for index in (1, 2):
-        run = f"experiments/e053/paddle_det/repeat-{index}/raw_loss.jsonl"
-        write_raw_loss(ws.root / run, losses)
-        receipt(ws, capsys, "raw_loss", run, "paddle")
-        runs.append(run)
+        folder = f"experiments/e053/paddle_det/repeat-{index}"
+        signed_run(ws.root, capsys, "paddle", losses, out=folder, raw=True)
+        runs.append(f"{folder}/raw_loss.jsonl")
     assert ws.gates(capsys, "check", "determinism", *runs).code == 0
 
 
@@ -149,7 +161,7 @@ def test_missing_invalid_and_unreceipted_result_files_are_named(
     candidate = found["candidate_results_valid"]["detail"]
     assert "results/paddle/loss.json: $.losses[1]: '2.0' is not a number" in candidate  # type: ignore[operator]
     assert "results/paddle/env.json: $.revision: 'b4734de4' is not valid under any" in candidate  # type: ignore[operator]
-    assert contract(report, RESULTS_ID)["dischargeStatus"] == "undischarged"
+    assert [name for name, c in found.items() if c["met"]] == ["entrypoints_declared"]
 
 
 def test_full_alignment_discharges_the_oracle(
@@ -206,8 +218,8 @@ def test_probe_receipts_never_raise_formal_alignment_steps(
 ) -> None:
     losses = train_losses(100)
     write(ws.root, "paddleformers/glm/wip.py", "x = 1\n")
-    record_side(ws, capsys, "torch", losses)
-    record_side(ws, capsys, "paddle", losses)
+    record_side(ws, capsys, "torch", losses, probe=True)
+    record_side(ws, capsys, "paddle", losses, probe=True)
     result = ws.gates(capsys, "steps")
     assert result.code == 1
     assert result.out.startswith("formal_alignment_steps = 0 / 100\n")
@@ -242,8 +254,7 @@ def test_the_worst_of_several_formal_pairs_counts(
 ) -> None:
     record_side(ws, capsys, "torch", train_losses(100))
     record_side(ws, capsys, "paddle", train_losses(100))
-    write_loss_json(ws.root / "results/paddle/rerun/loss.json", train_losses(100, diverge_at=60))
-    receipt(ws, capsys, "loss", "results/paddle/rerun/loss.json", "paddle")
+    record_side(ws, capsys, "paddle", train_losses(100, diverge_at=60), out="results/paddle/rerun")
     steps = json.loads(ws.gates(capsys, "steps", "--format", "json").out)
     assert steps["formal_alignment_steps"] == 59
     assert "smallest of 2 formal pairs" in steps["why"]

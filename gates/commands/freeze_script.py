@@ -12,6 +12,7 @@ from pathlib import Path
 from gates import exitcodes
 from gates.commands.freeze import show
 from gates.errors import GatesError
+from gates.policy import govern
 from gates.workspace import open_workspace
 
 
@@ -22,9 +23,16 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("-C", dest="workspace", default=".", help="workspace folder")
     parser.add_argument("--json", action="store_true", help="print one JSON object")
+    parser.add_argument(
+        "--policy-ref",
+        metavar="REF",
+        help="protected ref whose [freeze] settings judge (default: GATES_POLICY_REF, gates.toml)",
+    )
     args = parser.parse_args(argv)
     try:
-        workspace = open_workspace(Path(args.workspace))
+        workspace, _ = govern(
+            open_workspace(Path(args.workspace)), ref_option=args.policy_ref, with_anchors=False
+        )
         return show(workspace, as_json=args.json, echo=print)
     except GatesError as error:
         print(f"audit_source_freeze: error: {error.one_line()}", file=sys.stderr)

@@ -8,10 +8,8 @@ from pathlib import Path
 from gates import exitcodes
 from gates.canonical import pretty_json
 from gates.commands import Echo
-from gates.contracts.loader import load_contracts
-from gates.engine import judging_context
+from gates.engine import judge_workspace, judging_context
 from gates.errors import ReceiptError
-from gates.freeze import evaluate_freeze
 from gates.hashing import StatCache, cache_file
 from gates.paths import to_workspace_relpath
 from gates.receipts.create import ReceiptRequest, create_receipt
@@ -41,10 +39,10 @@ def verify(
 ) -> int:
     """Re-judge the given receipts exactly as `gates audit` would; exit 1 if any is rejected."""
     relpaths = _relpaths(workspace, paths, cwd)
-    freeze = evaluate_freeze(workspace.root, workspace.config)
-    loaded, _ = load_contracts(workspace.contracts_dir)
-    context = judging_context(workspace, freeze, loaded)
-    judgements = [judge(context, relpath) for relpath in relpaths]
+    state = judge_workspace(workspace)
+    judged = {judgement.path: judgement for judgement in state.receipts}
+    context = judging_context(state.workspace, state.freeze, state.loaded, state.policy)
+    judgements = [judged.get(relpath) or judge(context, relpath) for relpath in relpaths]
     context.cache.save()
     echo(_render_verdicts(judgements, as_json=as_json))
     rejected = any(j.status is Status.REJECTED for j in judgements)
@@ -64,9 +62,8 @@ def show(workspace: Workspace, path: str, *, cwd: Path, as_json: bool, echo: Ech
         receipt = read_receipt(workspace.root, relpath)
     except ReceiptRejectedError as exc:
         raise ReceiptError(str(exc), file=relpath) from None
-    document = receipt.model_dump(mode="json", by_alias=True)
-    if as_json:
-        echo(pretty_json(document).rstrip())
+    if as_json:  # the file as written (it has just been validated), not a re-serialisation
+        echo(pretty_json(json.loads((workspace.root / relpath).read_bytes())).rstrip())
         return exitcodes.OK
     provenance = receipt.provenance
     lines = [

@@ -30,8 +30,9 @@ from gates.freeze import FreezeReport, evaluate_freeze
 from gates.hashing import StatCache, cache_file
 from gates.paths import is_under, resolve_inside, to_workspace_relpath
 from gates.receipts.create import ReceiptRequest, create_receipt
-from gates.receipts.model import ArtifactKind, EvidenceClass, Framework
+from gates.receipts.model import ArtifactKind, EvidenceClass, Framework, Receipt
 from gates.recorder import GIT_HEAD, RUN_DIR, RUN_ID, aggregate_ranks
+from gates.trust.keys import SigningKey, key_from_environment
 from gates.workspace import Workspace
 
 MANIFEST_FORMAT = "gates.run-manifest/v1"
@@ -238,11 +239,64 @@ def _string_environment(environment: dict[str, object]) -> dict[str, str]:
     return {k: str(v) for k, v in environment.items() if isinstance(v, str | int | bool)}
 
 
+@dataclass(frozen=True)
+class RunFacts:
+    folder: str
+    cwd: str
+    finished: Finished
+    profile: dict[str, str]
+    environment: dict[str, object]
+
+
+def _utc(seconds: float) -> str:
+    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(seconds))
+
+
+def _attest_run(
+    workspace: Workspace,
+    request: RunRequest,
+    *,
+    facts: RunFacts,
+    outputs: list[str],
+    reasons: tuple[str, ...],
+    freeze: tuple[FreezeReport, FreezeReport],
+    cache: StatCache,
+    signing_key: SigningKey | None,
+) -> Receipt:
+    """The run attestation: exact argv, where it ran, when, how it ended, what it captured,
+    and the digest of every output (its subjects). Output receipts name it as input."""
+    finished = facts.finished
+    attestation = ReceiptRequest(
+        kind=ArtifactKind.RUN,
+        subjects=tuple(dict.fromkeys(outputs)),
+        framework=request.framework,
+        profile=facts.profile,
+        requested_class=EvidenceClass.PROBE if request.probe else EvidenceClass.FORMAL,
+        command=tuple(request.command),
+        environment=_string_environment(facts.environment),
+        output=f"{facts.folder}/run.receipt.json",
+        overwrite=True,
+        probe_reasons=reasons,
+        run={
+            "cwd": facts.cwd,
+            "startedAt": _utc(finished.started),
+            "endedAt": _utc(finished.started + finished.duration),
+            "exitStatus": finished.exit_status,
+            "signal": finished.signal,
+        },
+    )
+    receipt, _ = create_receipt(
+        workspace, attestation, cache=cache, freeze=freeze, signing_key=signing_key
+    )
+    return receipt
+
+
 def run(workspace: Workspace, request: RunRequest, *, cwd: Path, echo: Echo) -> int:
     """Launch, stamp, and return the entrypoint's exit status (1 when refused)."""
     if not request.command:
         raise GatesError("no command to run", hint="gates run [options] -- python train.py ...")
     root = workspace.root
+    signing_key = key_from_environment()  # a bad key fails here, before anything runs
     before = evaluate_freeze(root, workspace.config)
     if before.verdict != "pass" and not request.probe:
         return _refuse(before)
@@ -273,6 +327,18 @@ def run(workspace: Workspace, request: RunRequest, *, cwd: Path, echo: Echo) -> 
     if manifest_stamp not in found:
         found.insert(0, manifest_stamp)
     cache = StatCache(cache_file(root))
+    run_receipt = _attest_run(
+        workspace,
+        request,
+        facts=RunFacts(
+            relpath, to_workspace_relpath(root, ".", cwd), finished, profile, environment
+        ),
+        outputs=[file for _, files, _ in found for file in files],
+        reasons=reasons,
+        freeze=(before, after),
+        cache=cache,
+        signing_key=signing_key,
+    )
     for kind, files, receipt_path in found:
         receipt_request = ReceiptRequest(
             kind=kind,
@@ -285,9 +351,14 @@ def run(workspace: Workspace, request: RunRequest, *, cwd: Path, echo: Echo) -> 
             output=receipt_path,
             overwrite=True,
             probe_reasons=reasons,
+            inputs=(run_receipt.id,),
         )
         receipt, path = create_receipt(
-            workspace, receipt_request, cache=cache, freeze=(before, after)
+            workspace,
+            receipt_request,
+            cache=cache,
+            freeze=(before, after),
+            signing_key=signing_key,
         )
         stamped = f"{receipt.evidence_class.value}/{receipt.formal_weight}"
         echo(f"{path.relative_to(root).as_posix()}: {stamped}")

@@ -23,10 +23,19 @@ class ContractFileError:
 
 
 def load_contract(path: Path) -> ContractSpec:
-    """Parse one contract file; raise ValueError with `key: problem` on bad content."""
+    """Read and parse one contract file; raise ValueError with `key: problem` on bad content."""
     try:
-        raw = tomllib.loads(path.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError) as exc:
+        data = path.read_bytes()
+    except OSError as exc:
+        raise ValueError(f"cannot read: {exc}") from None
+    return parse_contract(data)
+
+
+def parse_contract(data: bytes) -> ContractSpec:
+    """Parse one contract's TOML; raise ValueError with `key: problem` on bad content."""
+    try:
+        raw = tomllib.loads(data.decode("utf-8"))
+    except UnicodeDecodeError as exc:
         raise ValueError(f"cannot read: {exc}") from None
     except tomllib.TOMLDecodeError as exc:
         raise ValueError(f"not valid TOML: {exc}") from None
@@ -39,21 +48,40 @@ def load_contract(path: Path) -> ContractSpec:
         raise ValueError(f"key '{key}': {problem}") from None
 
 
+def is_contract_name(name: str) -> bool:
+    return name.endswith(".toml") and not name.endswith(WAIVER_SUFFIX)
+
+
+def read_folder(folder: Path) -> list[tuple[Path, bytes | None]]:
+    """The contract files of a worktree folder with their bytes (None: a symlink, refused)."""
+    found: list[tuple[Path, bytes | None]] = []
+    for path in sorted(folder.glob(CONTRACT_GLOB)):
+        if not is_contract_name(path.name):
+            continue
+        found.append((path, None if path.is_symlink() else path.read_bytes()))
+    return found
+
+
 def load_contracts(folder: Path) -> tuple[list[tuple[Path, ContractSpec]], list[ContractFileError]]:
-    """Every contract in ``folder`` (sorted by file name), plus the files that failed."""
+    """Every contract in a worktree ``folder`` (sorted by file name), plus the files that failed."""
     if not folder.is_dir():
         return [], [ContractFileError(folder, "contracts folder not found; run `gates init`")]
+    return parse_contracts(read_folder(folder))
+
+
+def parse_contracts(
+    files: list[tuple[Path, bytes | None]],
+) -> tuple[list[tuple[Path, ContractSpec]], list[ContractFileError]]:
+    """Contracts from (path, content) pairs, wherever they were read (worktree or a git ref)."""
     loaded: list[tuple[Path, ContractSpec]] = []
     errors: list[ContractFileError] = []
     seen: dict[str, Path] = {}
-    for path in sorted(folder.glob(CONTRACT_GLOB)):
-        if path.name.endswith(WAIVER_SUFFIX):
-            continue
-        if path.is_symlink():
+    for path, data in files:
+        if data is None:
             errors.append(ContractFileError(path, "contract file is a symlink"))
             continue
         try:
-            spec = load_contract(path)
+            spec = parse_contract(data)
         except ValueError as exc:
             errors.append(ContractFileError(path, str(exc)))
             continue

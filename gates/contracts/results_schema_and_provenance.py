@@ -14,9 +14,11 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictInt, ValidationError
 
 from gates.artifacts import KIND_BY_FILE_NAME, artifact_problem
+from gates.binding import declared_scripts
 from gates.canonical import strict_loads
 from gates.contracts.model import Criterion, EvaluationContext, EvaluationError
 from gates.errors import UnsafePathError
+from gates.freeze import SourceTree
 from gates.paths import check_relpath
 from gates.receipts.model import ArtifactKind, Framework
 from gates.receipts.verify import Judgement, Status
@@ -35,6 +37,9 @@ class Params(BaseModel):
     candidate_framework: Framework = Framework.PADDLE
     min_repeats: StrictInt = Field(default=2, ge=0)
     checkpoint_hash_equal: StrictBool = False
+    # argv prefixes (program, script inside the pinned source tree, fixed arguments)
+    reference_entrypoint: tuple[str, ...] = ()
+    candidate_entrypoint: tuple[str, ...] = ()
 
 
 def parse_params(raw: dict[str, Any]) -> Params:
@@ -90,6 +95,32 @@ def _side(name: str, context: EvaluationContext, folder: str, files: tuple[str, 
     problems = side_problems(context, folder, files)
     detail = "; ".join(problems) or f"{', '.join(files)} present, valid and receipted in {folder}/"
     return Criterion(f"{name}_results_valid", not problems, detail)
+
+
+def _entrypoints(context: EvaluationContext, params: Params) -> Criterion:
+    """Each side declares the entrypoint whose signed runs alone make its evidence formal."""
+    tree = SourceTree(context.workspace.config)
+    problems = []
+    for side, declared in (
+        ("reference", params.reference_entrypoint),
+        ("candidate", params.candidate_entrypoint),
+    ):
+        if not declared:
+            problems.append(f"params.{side}_entrypoint is not declared")
+            continue
+        scripts = declared_scripts(declared)
+        if not scripts:
+            problems.append(f"params.{side}_entrypoint names no script of the source tree")
+        for script in scripts:
+            if not tree.contains(script) or not (context.workspace.root / script).is_file():
+                problems.append(
+                    f"params.{side}_entrypoint: {script} is not a file of the pinned source tree"
+                )
+    detail = "; ".join(problems) or (
+        f"reference: {' '.join(params.reference_entrypoint)}; "
+        f"candidate: {' '.join(params.candidate_entrypoint)}"
+    )
+    return Criterion("entrypoints_declared", not problems, detail)
 
 
 def _alignment(context: EvaluationContext, params: Params) -> Criterion:
@@ -154,6 +185,7 @@ def _repeats(context: EvaluationContext, params: Params) -> Criterion:
 def evaluate(context: EvaluationContext, raw: dict[str, Any]) -> list[Criterion]:
     params = parse_params(raw)
     criteria = [
+        _entrypoints(context, params),
         _side("reference", context, params.reference, params.required_files),
         _side("candidate", context, params.candidate, params.required_files),
         _alignment(context, params),

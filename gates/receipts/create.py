@@ -26,6 +26,8 @@ from gates.receipts.model import (
     Receipt,
 )
 from gates.receipts.verify import ReceiptRejectedError, parse_receipt
+from gates.trust.envelope import ATTESTATION_FIELD, sign_document
+from gates.trust.keys import SigningKey, key_from_environment
 from gates.workspace import Workspace
 
 _COMMIT = re.compile(r"[0-9a-f]{40}([0-9a-f]{24})?")
@@ -47,6 +49,7 @@ class ReceiptRequest:
     output: str | None = None
     overwrite: bool = False
     probe_reasons: tuple[str, ...] = ()
+    run: dict[str, object] | None = None  # the run record of a run attestation
 
 
 def default_output(first_subject: str) -> str:
@@ -124,6 +127,7 @@ def build_document(
             "profile": dict(request.profile),
             "inputs": list(request.inputs),
             "tool": f"gates {__version__}",
+            **({"run": request.run} if request.run is not None else {}),
         },
         "evidenceClass": evidence_class.value,
         "formalWeight": 1 if evidence_class is EvidenceClass.FORMAL else 0,
@@ -140,13 +144,17 @@ def create_receipt(
     cache: StatCache | None = None,
     during: Callable[[], None] | None = None,
     freeze: tuple[FreezeReport, FreezeReport] | None = None,
+    signing_key: SigningKey | None = None,
 ) -> tuple[Receipt, Path]:
-    """Hash the subjects, stamp them formal only under a passing freeze, write the receipt.
+    """Hash the subjects, stamp them formal only under a passing freeze, sign, write.
 
     The freeze is judged before and after hashing (``during`` runs between);
     any change between the two gives a probe. `gates run` passes ``freeze``:
-    the judgements taken before and after the run itself.
+    the judgements taken before and after the run itself. The receipt is
+    signed with ``signing_key``, else with the key GATES_SIGNING_KEY names
+    (a bad key is an error before anything is written), else left unsigned.
     """
+    key = signing_key or key_from_environment()
     root = workspace.root
     if not request.subjects:
         raise ReceiptError("a receipt needs at least one subject", hint="pass --subject PATH")
@@ -167,6 +175,8 @@ def create_receipt(
     ]
     after = freeze[1] if freeze else evaluate_freeze(root, workspace.config)
     document = build_document(request, subjects, before, after)
+    if key is not None:
+        document[ATTESTATION_FIELD] = sign_document(document, key)
     try:
         receipt = parse_receipt(document)
     except ReceiptRejectedError as exc:

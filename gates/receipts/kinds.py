@@ -14,6 +14,19 @@ class ArtifactKind(StrEnum):
     LOSS_CHECK = "loss_check"
     CHECKPOINT_CHECK = "checkpoint_check"
     STRUCTURE_PARITY = "structure_parity"
+    RUN = "run"  # the run attestation `gates run` signs: argv, times, exit status, outputs
+
+
+#: What a training entrypoint writes: formal only through a signed run of its side's entrypoint.
+RUN_OUTPUT_KINDS = frozenset(
+    {
+        ArtifactKind.MANIFEST,
+        ArtifactKind.ENV,
+        ArtifactKind.LOSS,
+        ArtifactKind.RAW_LOSS,
+        ArtifactKind.CHECKPOINT,
+    }
+)
 
 
 class Framework(StrEnum):

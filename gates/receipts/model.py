@@ -62,6 +62,34 @@ class Subject(_Envelope):
     size: Annotated[JsonInt, Field(ge=0)]
 
 
+Timestamp = Annotated[str, StringConstraints(pattern=r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ$")]
+
+
+class RunRecord(_Envelope):
+    """What `gates run` saw of a launch (only in run attestations)."""
+
+    cwd: str
+    started_at: Timestamp
+    ended_at: Timestamp
+    exit_status: JsonInt
+    signal: str | None
+
+
+class Signature(_Envelope):
+    keyid: str
+    sig: str
+
+
+class Dsse(BaseModel):
+    """A DSSE envelope; its field names are the DSSE spec's, not camel-cased ones."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    payload: str
+    payloadType: Literal["application/vnd.in-toto+json"]  # noqa: N815  (the spec's name)
+    signatures: Annotated[tuple[Signature, ...], Field(min_length=1)]
+
+
 class Provenance(_Envelope):
     """Where and how the subjects were produced, as seen when the receipt was made."""
 
@@ -76,6 +104,7 @@ class Provenance(_Envelope):
     profile: dict[ProfileKey, str] = Field(default_factory=dict)
     inputs: tuple[ReceiptId, ...] = ()
     tool: str
+    run: RunRecord | None = None
 
 
 class Receipt(_Envelope):
@@ -89,12 +118,13 @@ class Receipt(_Envelope):
     id: ReceiptId
     kind: ArtifactKind
     framework: Framework | None
-    created_at: Annotated[str, StringConstraints(pattern=r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ$")]
+    created_at: Timestamp
     subjects: Annotated[tuple[Subject, ...], Field(min_length=1)]
     provenance: Provenance
     evidence_class: EvidenceClass
     formal_weight: Annotated[Literal[0, 1], BeforeValidator(_json_integer)]
     stamp_reasons: tuple[str, ...]
+    attestation: Dsse | None = None
 
     @model_validator(mode="after")
     def _stamp_is_consistent(self) -> Receipt:

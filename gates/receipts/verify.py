@@ -18,6 +18,8 @@ from gates.hashing import StatCache
 from gates.paths import resolve_inside
 from gates.receipts.model import EvidenceClass, Receipt
 from gates.resources import validator
+from gates.trust.anchors import NO_ANCHORS, Anchors
+from gates.trust.envelope import Attestation, Attested, verify_document
 
 MAX_RECEIPT_BYTES = 16 * 1024 * 1024
 
@@ -40,6 +42,7 @@ class Judgement:
     receipt: Receipt | None
     status: Status
     reason: str
+    signer: str | None = None
 
     @property
     def weight(self) -> int:
@@ -152,6 +155,7 @@ class JudgingContext:
     freeze_discharged: bool
     pin_source_tree: str | None
     checked_dirs: set[str] = field(default_factory=set)
+    anchors: Anchors = NO_ANCHORS
 
 
 def judge(context: JudgingContext, relpath: str) -> Judgement:
@@ -160,7 +164,37 @@ def judge(context: JudgingContext, relpath: str) -> Judgement:
         check_subjects(context.root, receipt, context.cache, context.checked_dirs)
     except ReceiptRejectedError as exc:
         return Judgement(relpath, None, Status.REJECTED, str(exc))
-    return Judgement(relpath, receipt, *_weigh(context, receipt))
+    attestation = attest(context, relpath, receipt)
+    if attestation.state is Attested.TAMPERED:
+        return Judgement(relpath, None, Status.REJECTED, attestation.reason)
+    signer = attestation.signer.name if attestation.signer else None
+    if attestation.state is not Attested.TRUSTED:
+        return Judgement(relpath, receipt, Status.PROBE, attestation.reason, signer)
+    return Judgement(relpath, receipt, *_weigh(context, receipt), signer)
+
+
+def attest(context: JudgingContext, relpath: str, receipt: Receipt) -> Attestation:
+    """The receipt's attestation against the anchors, remembered per anchors and file state."""
+    if receipt.attestation is None:
+        return Attestation(Attested.UNSIGNED, "unsigned")
+    anchors = context.anchors.digest
+    path = context.root / relpath
+    info = os.lstat(path)
+    known = context.cache.lookup("attestations", relpath, info)
+    if known is not None:
+        with contextlib.suppress(ValueError, TypeError):
+            digest, state, reason, signer_id = json.loads(known)
+            signer = context.anchors.by_keyid(signer_id) if signer_id else None
+            if digest == anchors and (signer_id is None or signer is not None):
+                return Attestation(Attested(state), reason, signer)
+    document = json.loads(path.read_bytes())
+    framework = receipt.framework.value if receipt.framework else None
+    found = verify_document(document, context.anchors, framework)
+    if found.state is not Attested.TAMPERED:
+        signer_id = found.signer.keyid if found.signer else None
+        answer = json.dumps([anchors, found.state.value, found.reason, signer_id])
+        context.cache.remember("attestations", relpath, path, info, answer)
+    return found
 
 
 def _weigh(context: JudgingContext, receipt: Receipt) -> tuple[Status, str]:

@@ -37,6 +37,11 @@ def render(audit: AuditResult) -> str:
     for judgement in audit.receipts:
         if judgement.status is Status.REJECTED:
             lines.append(_command("error", "rejected receipt", judgement.reason, judgement.path))
+    policy = audit.policy
+    if policy is not None:
+        level = "notice" if policy.protected else "warning"
+        lines.append(_command(level, "gates policy", policy.describe()))
+        lines += [_command("warning", "proposed policy change", c) for c in audit.proposed_changes]
     lines.append(
         _command(
             "notice",

@@ -22,6 +22,7 @@ def receipt_entry(judgement: Judgement) -> dict[str, Any]:
         "formalWeight": receipt.formal_weight if receipt else 0,
         "status": judgement.status.value,
         "reason": judgement.reason,
+        "signer": judgement.signer,
     }
 
 
@@ -48,9 +49,34 @@ def contract_entry(result: ContractResult, today: dt.date) -> dict[str, Any]:
     }
 
 
+def policy_object(result: AuditResult) -> dict[str, Any]:
+    policy = result.policy
+    return {
+        "protected": bool(policy and policy.protected),
+        "ref": policy.ref if policy else None,
+        "commit": policy.commit if policy else None,
+        "origin": policy.origin if policy else None,
+        "description": policy.describe() if policy else "not resolved",
+        "proposed_changes": list(result.proposed_changes),
+        "trust_anchors": {
+            "source": policy.anchors.source if policy else "none",
+            "signers": [
+                {
+                    "name": s.name,
+                    "keyid": s.keyid,
+                    "frameworks": list(s.frameworks),
+                    "revoked": s.revoked,
+                }
+                for s in (policy.anchors.signers if policy else ())
+            ],
+        },
+    }
+
+
 def audit_object(result: AuditResult) -> dict[str, Any]:
     return {
         "verdict": result.verdict,
+        "policy": policy_object(result),
         "formal_alignment_steps": result.formal_alignment_steps,
         "required_steps": result.required_steps,
         "blockers": list(result.blockers),

@@ -44,6 +44,8 @@ def render(audit: AuditResult) -> str:
         ("verdict", audit.verdict),
         ("formal_alignment_steps", str(audit.formal_alignment_steps)),
         ("required_steps", str(audit.required_steps)),
+        ("policy", audit.policy.describe() if audit.policy else "not resolved"),
+        ("trust_anchors", audit.policy.anchors.source if audit.policy else "none"),
     ):
         ET.SubElement(properties, "property", name=name, value=value)
     ET.indent(suite)

@@ -218,6 +218,22 @@ def _waivers(result: AuditResult, words: dict[str, str]) -> list[str]:
     ]
 
 
+def _policy(result: AuditResult, words: dict[str, str]) -> list[str]:
+    policy = result.policy
+    if policy is None:
+        return []
+    if policy.protected:
+        line = words["policy_protected"].format(
+            ref=policy.ref, commit=(policy.commit or "")[:12], origin=policy.origin
+        )
+    else:
+        line = words["policy_unprotected"]
+    lines = ["", line, words["trust_anchors"].format(source=_cell(policy.anchors.summary(), 200))]
+    if result.proposed_changes:
+        lines += [words["proposed"], *(f"- {_cell(c, 200)}" for c in result.proposed_changes)]
+    return lines
+
+
 def render(result: AuditResult, lang: str = "en") -> str:
     """The block, markers included, ending without a newline."""
     words = messages(lang)
@@ -228,6 +244,7 @@ def render(result: AuditResult, lang: str = "en") -> str:
     )
     lines = [START, f"### {title}", "", *_contract_rows(result, words)]
     lines += _blocked_by(result, words)
+    lines += _policy(result, words)
     lines += _waivers(result, words)
     lines += _evidence(result, words)
     lines += ["", words["unverified"], *(f"- {item}" for item in unverified(result, words))]

@@ -13,6 +13,17 @@ def _shorten(text: str, width: int = _DETAIL_WIDTH) -> str:
     return text if len(text) <= width else text[: width - 3] + "..."
 
 
+def policy_lines(result: AuditResult) -> list[str]:
+    """Where the rules and the trust come from, and what the PR proposes to change."""
+    if result.policy is None:
+        return []
+    lines = [
+        f"policy: {result.policy.describe()}",
+        f"trust anchors: {result.policy.anchors.source}",
+    ]
+    return lines + [f"proposed: {change}" for change in result.proposed_changes]
+
+
 def render(result: AuditResult) -> str:
     rows = [("CONTRACT", "BLOCKING", "STATUS", "MET", "FIRST UNMET")]
     for contract in result.contracts:
@@ -49,6 +60,7 @@ def render(result: AuditResult) -> str:
     lines.append(
         f"formal_alignment_steps = {result.formal_alignment_steps} / {result.required_steps}"
     )
+    lines += policy_lines(result)
     lines += [f"waiver: {w.describe(result.today)}" for w in result.waivers]
     lines += [f"blocked by: {blocker}" for blocker in result.blockers]
     lines.append(f"verdict={result.verdict}")

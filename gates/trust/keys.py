@@ -1,0 +1,138 @@
+"""Signing keys: ed25519 private keys in PEM files, held outside any repository.
+
+A process that signs finds its key through ``GATES_SIGNING_KEY`` (a path, never
+the key itself: launchers copy the whole environment into their logs). A key
+file readable by group or others is refused, as ssh refuses one.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import stat
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from gates.errors import GatesError
+
+if TYPE_CHECKING:
+    from securesystemslib.signer import CryptoSigner
+
+SIGNING_KEY_VARIABLE = "GATES_SIGNING_KEY"
+MAX_KEY_BYTES = 64 * 1024
+
+
+class SigningKeyError(GatesError):
+    """A signing key that cannot be created or used."""
+
+
+@dataclass(frozen=True)
+class SigningKey:
+    """A loaded private key and the id its signatures carry."""
+
+    path: Path
+    keyid: str
+    signer: CryptoSigner
+
+
+def _refuse_inside_repository(path: Path) -> None:
+    for folder in (path.parent, *path.parent.parents):
+        for marker in (".git", "gates.toml"):
+            if (folder / marker).exists():
+                raise SigningKeyError(
+                    f"refusing to write a private key inside {folder} (it holds {marker}): "
+                    "a key in a repository's tree, evidence or source is one commit from public",
+                    file=path,
+                    hint="keep keys outside every repository, e.g. ~/.config/gates/keys/",
+                )
+
+
+def new_key(path: Path) -> str:
+    """Write a fresh ed25519 private key to ``path`` (mode 0600) and return its key id."""
+    from securesystemslib.signer import CryptoSigner  # noqa: PLC0415
+
+    path = path.expanduser().absolute()
+    _refuse_inside_repository(path)
+    if os.path.lexists(path):
+        raise SigningKeyError("already exists; refusing to overwrite a key", file=path)
+    if not path.parent.is_dir():
+        raise SigningKeyError("its folder does not exist", file=path)
+    signer = CryptoSigner.generate_ed25519()
+    pem = signer.private_bytes  # PKCS#8 PEM, unencrypted
+    tmp = path.with_name(f".{path.name}.tmp{os.getpid()}")
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    try:
+        with os.fdopen(fd, "wb") as handle:
+            handle.write(pem)
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.link(tmp, path)  # fails if path appeared meanwhile: never overwrites
+    except FileExistsError:
+        raise SigningKeyError("already exists; refusing to overwrite a key", file=path) from None
+    finally:
+        with contextlib.suppress(FileNotFoundError):
+            tmp.unlink()
+    return str(signer.public_key.keyid)
+
+
+def load_key(path: Path) -> SigningKey:
+    """Read a private key file, refusing a loose mode, a non-file, or a non-ed25519 key."""
+    from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey  # noqa: PLC0415
+    from cryptography.hazmat.primitives.serialization import load_pem_private_key  # noqa: PLC0415
+    from securesystemslib.signer import CryptoSigner  # noqa: PLC0415
+
+    try:
+        info = path.stat()
+    except FileNotFoundError:
+        raise SigningKeyError("signing key file not found", file=path) from None
+    except OSError as exc:
+        raise SigningKeyError(f"cannot read signing key: {exc.strerror}", file=path) from None
+    if not stat.S_ISREG(info.st_mode):
+        raise SigningKeyError("signing key is not a regular file", file=path)
+    if info.st_mode & 0o077:
+        raise SigningKeyError(
+            f"signing key is readable by group or others (mode {stat.S_IMODE(info.st_mode):04o})",
+            file=path,
+            hint=f"chmod 600 {path}",
+        )
+    if info.st_size > MAX_KEY_BYTES:
+        raise SigningKeyError("signing key file is too large to be a key", file=path)
+    try:
+        private = load_pem_private_key(path.read_bytes(), password=None)
+    except (ValueError, TypeError) as exc:
+        raise SigningKeyError(
+            f"not an unencrypted PEM private key ({exc})",
+            file=path,
+            hint="make one with `gates key new PATH`",
+        ) from None
+    if not isinstance(private, Ed25519PrivateKey):
+        raise SigningKeyError("signing key is not an ed25519 key", file=path)
+    signer = CryptoSigner(private)
+    return SigningKey(path, str(signer.public_key.keyid), signer)
+
+
+def key_from_environment() -> SigningKey | None:
+    """The key named by GATES_SIGNING_KEY, or None when the variable is unset or empty."""
+    value = os.environ.get(SIGNING_KEY_VARIABLE, "")
+    if not value:
+        return None
+    path = Path(value).expanduser()
+    try:
+        return load_key(path)
+    except SigningKeyError as exc:
+        raise SigningKeyError(
+            f"{SIGNING_KEY_VARIABLE}: {exc.message}", file=path, hint=exc.hint
+        ) from None
+
+
+def public_pem(key: SigningKey) -> str:
+    """The public key as SubjectPublicKeyInfo PEM, the form a trust file holds."""
+    from cryptography.hazmat.primitives import serialization  # noqa: PLC0415
+
+    crypto = key.signer.public_key._crypto_key()  # the cryptography object behind the key
+    return str(
+        crypto.public_bytes(
+            serialization.Encoding.PEM, serialization.PublicFormat.SubjectPublicKeyInfo
+        ).decode("ascii")
+    )
