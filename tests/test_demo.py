@@ -20,12 +20,24 @@ def statuses(section: str) -> dict[str, str]:
 def test_demo_shows_the_blocked_pr_then_what_discharges(capsys: pytest.CaptureFixture[str]) -> None:
     result = run_gates(capsys, "demo")
     assert result.code == 0, result.err
-    before, after = result.out.split("== (b)")
-    assert "results/paddle (recorded run): manifest.json probe/0" in before
-    assert "receipts: 11 (0 formal, 11 probe, 0 rejected)" in before
+    before, rest = result.out.split("== (b)")
+    forgery, after = rest.split("== (c)")
+    assert "results/paddle (recorded run, receipted by hand): manifest.json probe/0" in before
+    assert "receipts: 13 (0 formal, 13 probe, 0 rejected)" in before
+    assert "no formal candidate loss: results/paddle/loss.receipt.json: unsigned" in before
     assert "formal_alignment_steps = 0 / 100" in before
     assert "format:experiments/e055-acceptance-oracle-20260819/manifest.json" in before
     assert statuses(before)["contract_environment.source-freeze-head-vs-pin"] == "discharging"
+    # the forgery: copies receipted by hand stay probe; the self-made waiver is not in force
+    assert "loss.receipt.json: probe: not from a signed run of the declared entrypoint" in forgery
+    assert "formal_alignment_steps = 0 / 100" in forgery
+    assert "waivers in force: 0" in forgery
+    assert "proposed: contracts/mtp.waiver.toml: added" in forgery
+    assert "verdict=blocked" in forgery
+    # the trusted path; the recorded torch run's signature still binds the example's tree
+    # (if this fails after editing the example, run examples/glm52-minimal/sign_recorded.py)
+    assert "its recorded run, signed where it ran: formal" in after
+    assert "policy: protected: main at" in after
     assert "gates run paddle -> results/paddle: exit 0" in after
     assert " 0 probe, 0 rejected)" in after
     found = statuses(after)

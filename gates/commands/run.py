@@ -309,7 +309,10 @@ def run(workspace: Workspace, request: RunRequest, *, cwd: Path, echo: Echo) -> 
     stamp = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime())
     run_id = f"{framework or 'run'}-{stamp}-{os.getpid()}"
     child_env = {**os.environ, RUN_DIR: str(folder), RUN_ID: run_id, GIT_HEAD: before.head or ""}
+    preloading = signing_key.preload() if signing_key else None
     finished = _launch(request.command, child_env, cwd, run_id)
+    if preloading is not None:
+        preloading.join()
     after = evaluate_freeze(root, workspace.config)
     reasons = _probe_reasons(
         request, before, after, finished.exit_status, list(finished.interrupted_by)

@@ -183,16 +183,16 @@ def attest(context: JudgingContext, relpath: str, receipt: Receipt) -> Attestati
     known = context.cache.lookup("attestations", relpath, info)
     if known is not None:
         with contextlib.suppress(ValueError, TypeError):
-            digest, state, reason, signer_id = json.loads(known)
-            signer = context.anchors.by_keyid(signer_id) if signer_id else None
-            if digest == anchors and (signer_id is None or signer is not None):
+            digest, state, reason, fingerprint = json.loads(known)
+            signer = context.anchors.by_fingerprint(fingerprint) if fingerprint else None
+            if digest == anchors and (fingerprint is None or signer is not None):
                 return Attestation(Attested(state), reason, signer)
     document = json.loads(path.read_bytes())
     framework = receipt.framework.value if receipt.framework else None
     found = verify_document(document, context.anchors, framework)
     if found.state is not Attested.TAMPERED:
-        signer_id = found.signer.keyid if found.signer else None
-        answer = json.dumps([anchors, found.state.value, found.reason, signer_id])
+        fingerprint = found.signer.fingerprint if found.signer else None
+        answer = json.dumps([anchors, found.state.value, found.reason, fingerprint])
         context.cache.remember("attestations", relpath, path, info, answer)
     return found
 

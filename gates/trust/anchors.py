@@ -15,6 +15,9 @@ from that git ref's tree: never from the worktree or the commit under audit.
 
 from __future__ import annotations
 
+import base64
+import binascii
+import functools
 import hashlib
 import os
 import tomllib
@@ -60,10 +63,19 @@ class TrustFile(BaseModel):
 @dataclass(frozen=True)
 class TrustedSigner:
     name: str
-    keyid: str
     public_pem: str
     frameworks: tuple[str, ...]
     revoked: bool
+
+    @functools.cached_property
+    def keyid(self) -> str:
+        """securesystemslib's key id; computed on first use, so a warm audit whose
+        verdicts are cached never loads the signing library."""
+        return keyid_of(self.public_pem)
+
+    @property
+    def fingerprint(self) -> str:
+        return hashlib.sha256(self.public_pem.encode("ascii")).hexdigest()
 
     def may_attest(self, framework: str | None) -> bool:
         """A signer attests its frameworks; framework-less evidence needs any trusted signer."""
@@ -89,12 +101,13 @@ class Anchors:
     def by_keyid(self, keyid: str) -> TrustedSigner | None:
         return next((s for s in self.signers if s.keyid == keyid), None)
 
+    def by_fingerprint(self, fingerprint: str) -> TrustedSigner | None:
+        return next((s for s in self.signers if s.fingerprint == fingerprint), None)
+
     @property
     def digest(self) -> str:
         """Changes whenever any signer, key, framework or revocation changes (cache key)."""
-        records = [
-            [s.name, s.keyid, s.public_pem, list(s.frameworks), s.revoked] for s in self.signers
-        ]
+        records = [[s.name, s.public_pem, list(s.frameworks), s.revoked] for s in self.signers]
         return hashlib.sha256(canonical_json(records)).hexdigest()
 
 
@@ -110,6 +123,21 @@ def _sslib_key(pem: str, keyid: str | None = None) -> Key:
     if not isinstance(public, Ed25519PublicKey):
         raise ValueError("not an ed25519 public key")
     return SSlibKey.from_crypto(public, keyid=keyid)
+
+
+_ED25519_SPKI_PREFIX = bytes.fromhex("302a300506032b6570032100")  # RFC 8410 SubjectPublicKeyInfo
+
+
+def _looks_like_ed25519_pem(pem: str) -> bool:
+    """An ed25519 SubjectPublicKeyInfo in PEM, checked without loading a crypto library."""
+    lines = pem.strip().splitlines()
+    if len(lines) < 3 or lines[0] != PEM_HEADER or lines[-1] != "-----END PUBLIC KEY-----":
+        return False
+    try:
+        der = base64.b64decode("".join(lines[1:-1]), validate=True)
+    except binascii.Error:
+        return False
+    return len(der) == 44 and der.startswith(_ED25519_SPKI_PREFIX)
 
 
 def keyid_of(pem: str) -> str:
@@ -139,15 +167,13 @@ def parse_trust(text: bytes, source: str, read_key: KeyReader) -> Anchors:
             raise TrustError(f"signer {entry.name} is named twice", file=source)
         names.add(entry.name)
         pem = _entry_pem(entry, source, read_key)
-        try:
-            keyid = keyid_of(pem)
-        except ValueError as exc:
+        if not _looks_like_ed25519_pem(pem):
             raise TrustError(
-                f"signer {entry.name}: public_key is not a PEM ed25519 public key ({exc})",
+                f"signer {entry.name}: public_key is not a PEM ed25519 public key",
                 file=source,
                 hint="`gates key pub KEYFILE` prints the right form",
-            ) from None
-        signers.append(TrustedSigner(entry.name, keyid, pem, entry.frameworks, entry.revoked))
+            )
+        signers.append(TrustedSigner(entry.name, pem, entry.frameworks, entry.revoked))
     return Anchors(source, tuple(signers))
 
 

@@ -8,8 +8,10 @@ file readable by group or others is refused, as ssh refuses one.
 from __future__ import annotations
 
 import contextlib
+import functools
 import os
 import stat
+import threading
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -17,6 +19,7 @@ from typing import TYPE_CHECKING
 from gates.errors import GatesError
 
 if TYPE_CHECKING:
+    from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
     from securesystemslib.signer import CryptoSigner
 
 SIGNING_KEY_VARIABLE = "GATES_SIGNING_KEY"
@@ -29,11 +32,27 @@ class SigningKeyError(GatesError):
 
 @dataclass(frozen=True)
 class SigningKey:
-    """A loaded private key and the id its signatures carry."""
+    """A checked private key; the signer around it is built on first use (or in the
+    background while a run goes on: the signing library takes a while to import)."""
 
     path: Path
-    keyid: str
-    signer: CryptoSigner
+    private: Ed25519PrivateKey
+
+    @functools.cached_property
+    def signer(self) -> CryptoSigner:
+        from securesystemslib.signer import CryptoSigner  # noqa: PLC0415
+
+        return CryptoSigner(self.private)
+
+    @property
+    def keyid(self) -> str:
+        return str(self.signer.public_key.keyid)
+
+    def preload(self) -> threading.Thread:
+        """Build the signer in a thread; join it before signing."""
+        thread = threading.Thread(target=lambda: self.signer, daemon=True)
+        thread.start()
+        return thread
 
 
 def _refuse_inside_repository(path: Path) -> None:
@@ -78,9 +97,10 @@ def new_key(path: Path) -> str:
 
 def load_key(path: Path) -> SigningKey:
     """Read a private key file, refusing a loose mode, a non-file, or a non-ed25519 key."""
-    from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey  # noqa: PLC0415
+    from cryptography.hazmat.primitives.asymmetric.ed25519 import (  # noqa: PLC0415
+        Ed25519PrivateKey as Ed25519,
+    )
     from cryptography.hazmat.primitives.serialization import load_pem_private_key  # noqa: PLC0415
-    from securesystemslib.signer import CryptoSigner  # noqa: PLC0415
 
     try:
         info = path.stat()
@@ -106,10 +126,9 @@ def load_key(path: Path) -> SigningKey:
             file=path,
             hint="make one with `gates key new PATH`",
         ) from None
-    if not isinstance(private, Ed25519PrivateKey):
+    if not isinstance(private, Ed25519):
         raise SigningKeyError("signing key is not an ed25519 key", file=path)
-    signer = CryptoSigner(private)
-    return SigningKey(path, str(signer.public_key.keyid), signer)
+    return SigningKey(path, private)
 
 
 def key_from_environment() -> SigningKey | None:
