@@ -215,7 +215,7 @@ def run_check(
             for name in ("meaning_held", "consumed", "round_trips")
         ]
     if env:
-        criteria.append(_env_agreement(table, official, env))
+        criteria.append(env_agreement(table, official.sha256, env))
     facts = {
         "class": candidate.class_path,
         "source": candidate.label,
@@ -461,10 +461,13 @@ def _saved_file(rows: list[KeyResult], probe: ProbeResult) -> list[str]:
     return problems
 
 
-def _env_agreement(
-    table: Table, official: OfficialConfig, env: list[tuple[str, dict[str, Any] | str]]
+def env_agreement(
+    table: Table, official_sha256: str | None, env: list[tuple[str, dict[str, Any] | str]]
 ) -> Criterion:
-    want_sha = table.sha256 or official.sha256
+    """Each env.json records the pinned revision and config sha256 (the file's, unpinned)."""
+    want_sha = table.sha256 or official_sha256
+    if want_sha is None:
+        return Criterion("env_agreement", False, "not evaluated: no sha256 pin to compare with")
     want_revision = table.revision or None
     problems = []
     for path, document in env:

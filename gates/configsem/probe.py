@@ -43,7 +43,7 @@ def _last_line(text: str) -> str:
 def _kill(process: subprocess.Popen[bytes]) -> None:
     with contextlib.suppress(ProcessLookupError):
         os.killpg(process.pid, signal.SIGKILL)
-    process.wait()
+    process.communicate()  # reaps it and closes its pipes
 
 
 def run_probe(

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from gates.configsem.check import Candidate, run_check
+from gates.configsem.check import Candidate, env_agreement, run_check
 from gates.configsem.envfiles import read_env_files
 from gates.configsem.official import read_official
 from gates.configsem.table import parse_table
@@ -51,6 +51,7 @@ def evaluate(context: EvaluationContext, raw: dict[str, Any]) -> list[Criterion]
         return [
             Criterion("official_pinned", False, exc.one_line()),
             *(Criterion(name, False, unusable) for name in _AFTER_OFFICIAL),
+            env_agreement(table, None, read_env_files(root, table.env)),
         ]
     candidate = Candidate(table.class_path, source, table.source or "installed")
     env = read_env_files(root, table.env)
