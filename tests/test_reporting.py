@@ -342,8 +342,7 @@ def test_github_annotations(seeded: Workspace, capsys: pytest.CaptureFixture[str
     errors = [line for line in lines if line.startswith("::error ")]
     assert len(errors) == 4
     assert errors[0].startswith(
-        "::error file=contracts/config-semantics.toml,"
-        "title=contract_environment.config-semantics::"
+        "::error file=contracts/config-semantics.toml,title=contract_environment.config-semantics::"
     )
     assert errors[1].startswith(
         "::error file=contracts/manifest-format-key.toml,"

@@ -84,14 +84,7 @@ def load(cls: Any, folder: Path, document: dict[str, Any]) -> tuple[object, str]
     return cls(**document), "constructor"
 
 
-def _trip(name: str, run: Any, paths: list[str]) -> dict[str, Any]:
-    try:
-        reloaded = run()
-    except Exception as error:  # noqa: BLE001  (candidate code: any failure is a finding)
-        return {"name": name, "error": _line(error), "values": {}}
-    return {"name": name, "error": None, "values": read_all(reloaded, paths)}
-
-
+# The same rules as gates.canonical.strict_loads: this script imports nothing from gates.
 def _pairs_once(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
     result: dict[str, Any] = {}
     for key, value in pairs:
@@ -122,45 +115,37 @@ def read_saved(path: Path) -> dict[str, Any]:
 
 
 def round_trips(cls: Any, config: Any, sandbox: Path, paths: list[str]) -> list[dict[str, Any]]:
-    trips: list[dict[str, Any]] = []
-    if hasattr(config, "to_dict") and hasattr(cls, "from_dict"):
-        trips.append(_trip("to_dict -> from_dict", lambda: cls.from_dict(config.to_dict()), paths))
-    else:
-        trips.append(
-            {"name": "to_dict -> from_dict", "error": "no to_dict/from_dict", "values": {}}
-        )
+    """Each save/load path, then the table's attributes of what it loaded (or its error line)."""
     json_file = sandbox / "out" / "trip.json"
+    save = sandbox / "out" / "save"
+
+    def via_dict() -> object:
+        return cls.from_dict(config.to_dict())
 
     def via_json() -> object:
         json_file.write_text(config.to_json_string(), encoding="utf-8")
         return cls.from_json_file(str(json_file))
 
-    if hasattr(config, "to_json_string") and hasattr(cls, "from_json_file"):
-        trips.append(_trip("to_json_string -> from_json_file", via_json, paths))
-    else:
-        trips.append(
-            {
-                "name": "to_json_string -> from_json_file",
-                "error": "no to_json_string/from_json_file",
-                "values": {},
-            }
-        )
-    save = sandbox / "out" / "save"
-
     def via_save() -> object:
         config.save_pretrained(str(save))
         return cls.from_pretrained(str(save))
 
-    if hasattr(config, "save_pretrained") and hasattr(cls, "from_pretrained"):
-        trips.append(_trip("save_pretrained -> from_pretrained", via_save, paths))
-    else:
-        trips.append(
-            {
-                "name": "save_pretrained -> from_pretrained",
-                "error": "no save_pretrained/from_pretrained",
-                "values": {},
-            }
-        )
+    paths_taken = (
+        ("to_dict", "from_dict", via_dict),
+        ("to_json_string", "from_json_file", via_json),
+        ("save_pretrained", "from_pretrained", via_save),
+    )
+    trips: list[dict[str, Any]] = []
+    for write, read, run in paths_taken:
+        trip: dict[str, Any] = {"name": f"{write} -> {read}", "error": None, "values": {}}
+        if not (hasattr(config, write) and hasattr(cls, read)):
+            trip["error"] = f"no {write}/{read}"
+        else:
+            try:
+                trip["values"] = read_all(run(), paths)
+            except Exception as error:  # noqa: BLE001  (candidate code: any failure is a finding)
+                trip["error"] = _line(error)
+        trips.append(trip)
     return trips
 
 
