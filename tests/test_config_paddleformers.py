@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import importlib.util
 import json
+import sys
 from typing import Any
 
 import pytest
@@ -29,6 +30,7 @@ def test_the_real_glm_moe_dsa_config_stores_but_does_not_mean(
         capsys, "check", "config", OFFICIAL_REL, "--class", PADDLEFORMERS_CLASS, "--format", "json"
     )
     assert result.code == 1, result.err
+    assert "paddleformers" not in sys.modules  # imported in the subprocess only
     report: dict[str, Any] = json.loads(result.out)
     met = {c["name"]: c["met"] for c in report["criteria"]}
     detail = {c["name"]: c["detail"] for c in report["criteria"]}

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import sys
 from typing import Any
 
 import pytest
@@ -65,6 +66,7 @@ def test_the_fixed_class_discharges_every_criterion(
     code, report = check_json(cand, capsys)
     assert (code, unmet(report)) == (0, {})
     assert report["passed"] is True
+    assert "glmcfg" not in sys.modules  # the candidate ran in a subprocess only
     assert report["candidate"]["source"] == "src"
     assert report["candidate"]["loaded_via"] == "from_pretrained"
     theta = row(report, "rope_parameters.rope_theta")
@@ -283,12 +285,13 @@ def test_a_new_upstream_key_is_never_silently_ignored(
             "loading the official config failed: ValueError: unknown rope type",
         ),
         ("import os\nos._exit(3)\n", "ended with exit code 3 and no result"),
+        ("import os, signal\nos.kill(os.getpid(), signal.SIGSEGV)\n", "killed by signal 11"),
         (
             FIXED + "\nprint('loading GLM config')\n",
             "printed to stdout: 'loading GLM config'",
         ),
     ],
-    ids=["does-not-import", "import-raises", "constructor-raises", "crashes", "prints"],
+    ids=["does-not-import", "import-raises", "constructor-raises", "exits", "crashes", "prints"],
 )
 def test_a_class_that_does_not_load_cleanly_is_unmet_never_a_traceback(
     cand: Workspace,
@@ -467,4 +470,16 @@ def test_the_default_contract_without_an_official_config_is_unmet_quickly(
     assert first["detail"] == (
         "model/glm52/config.json: official config not found "
         "(hint: check in the official config.json)"
+    )
+
+
+def test_a_malformed_class_path_is_one_error_line(
+    cand: Workspace, capsys: pytest.CaptureFixture[str]
+) -> None:
+    result = cand.gates(
+        capsys, "check", "config", OFFICIAL_REL, "--class", "glmcfg.GlmMoeDsaConfig"
+    )
+    assert result.code == 2
+    assert result.err.startswith(
+        "gates: error: --class 'glmcfg.GlmMoeDsaConfig': expected MODULE:CLASS"
     )

@@ -11,6 +11,7 @@ criterion is met, 1 otherwise, 2 on bad input.
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 from typing import Any
 
@@ -30,6 +31,7 @@ from gates.resources import contracts_dir
 from gates.workspace import Workspace
 
 CONFIG_CHECK_FORMAT = "gates.config_check/v1"
+CLASS_PATH = re.compile(r"[A-Za-z_]\w*(\.[A-Za-z_]\w*)*:[A-Za-z_]\w*")
 CHECK = "config_semantics"
 SHIPPED = "config-semantics.toml"
 
@@ -76,6 +78,11 @@ def check_config(
     as_json: bool,
     echo: Echo,
 ) -> int:
+    if not CLASS_PATH.fullmatch(class_path):
+        raise GatesError(
+            f"--class {class_path!r}: expected MODULE:CLASS, e.g. "
+            "paddleformers.transformers.glm_moe_dsa.configuration:GlmMoeDsaConfig"
+        )
     official_rel, official_path = _workspace_path(workspace, official, cwd, "official config")
     source_rel = ""
     if path is not None:

@@ -95,10 +95,10 @@ def run_probe(
         stderr = err.decode("utf-8", "replace")
         if not result_path.is_file():
             why = _last_line(stderr) or "no output"
+            code = process.returncode
+            ended = f"was killed by signal {-code}" if code < 0 else f"ended with exit code {code}"
             return ProbeResult(
-                f"{class_path}: the loading process ended with exit code "
-                f"{process.returncode} and no result: {why}",
-                stdout,
+                f"{class_path}: the loading process {ended} and no result: {why}", stdout
             )
         report: dict[str, Any] = json.loads(result_path.read_text(encoding="utf-8"))
     if "error" in report and report["stage"] in _STAGES:
