@@ -483,3 +483,36 @@ def test_a_malformed_class_path_is_one_error_line(
     assert result.err.startswith(
         "gates: error: --class 'glmcfg.GlmMoeDsaConfig': expected MODULE:CLASS"
     )
+
+
+def test_a_class_from_outside_the_scanned_tree_and_without_save_methods(
+    cand: Workspace, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # types.SimpleNamespace takes the official keys as keyword arguments and has no
+    # from_pretrained, to_dict or save_pretrained: it loads through its constructor
+    result = cand.gates(
+        capsys,
+        "check",
+        "config",
+        OFFICIAL_REL,
+        "--class",
+        "types:SimpleNamespace",
+        "--path",
+        "src",
+        "--format",
+        "json",
+    )
+    assert result.code == 1, result.err
+    report = json.loads(result.out)
+    assert report["candidate"]["loaded_via"] == "constructor"
+    failing = unmet(report)
+    assert failing["consumed"].startswith(
+        f"scanned {cand.root / 'src'}, but the class was imported from "
+    )
+    assert failing["consumed"].endswith("types.py")
+    assert failing["round_trips"].startswith(
+        "to_dict -> from_dict: no to_dict/from_dict; "
+        "to_json_string -> from_json_file: no to_json_string/from_json_file; "
+        "save_pretrained -> from_pretrained: no save_pretrained/from_pretrained"
+    )
+    assert row(report, "hidden_size")["value"] == 6144

@@ -142,8 +142,8 @@ def installed_root(module: str) -> tuple[Path, str] | None:
 class _Scan:
     """The source-tree scan, run in a thread while the subprocess imports the class."""
 
-    def __init__(self, root: Path | None, scope: str, names: set[str], exclude: str | None):
-        self.root, self.scope, self.names, self.exclude = root, scope, names, exclude
+    def __init__(self, root: Path | None, names: set[str], exclude: str | None):
+        self.root, self.names, self.exclude = root, names, exclude
         self.index: SourceIndex | None = None
         self.found: dict[str, Read] = {}
         self.error: str | None = None
@@ -153,7 +153,7 @@ class _Scan:
         if self.root is None:
             return
         try:
-            self.index = SourceIndex.load(self.root / self.scope if self.scope else self.root)
+            self.index = SourceIndex.load(self.root)
             self.found = self.index.find(self.names, exclude=self.exclude)
         except OSError as exc:
             self.error = f"cannot scan the source tree: {exc}"
@@ -166,17 +166,20 @@ class _Scan:
         self._thread.join()
 
 
-def _scan_plan(candidate: Candidate) -> tuple[Path | None, str, str | None]:
-    """(the root the class imports from, the package folder to scan, the class's own file)."""
+def _scan_plan(candidate: Candidate) -> tuple[Path | None, str | None]:
+    """(the folder whose reads count, the class's own file relative to it), found lexically.
+
+    A source folder as given; for an installed package, its top-level package folder.
+    """
     module = candidate.class_path.partition(":")[0]
     if candidate.import_from is not None:
-        return candidate.import_from, "", module_file(candidate.import_from, module)
+        return candidate.import_from, module_file(candidate.import_from, module)
     found = installed_root(module)
     if found is None:
-        return None, "", None
+        return None, None
     base, relpath = found
     top = module.split(".")[0]
-    return base / top, "", relpath.removeprefix(top + "/")
+    return base / top, relpath.removeprefix(top + "/")
 
 
 def run_check(
@@ -190,8 +193,8 @@ def run_check(
     names: set[str] = set()
     for attribute in table.attributes():
         names.update(_names_of(attribute))
-    scan_root, scope, exclude = _scan_plan(candidate)
-    scan = _Scan(scan_root, scope, names, exclude).start()
+    scan_root, exclude = _scan_plan(candidate)
+    scan = _Scan(scan_root, names, exclude).start()
     probe = run_probe(
         candidate.class_path,
         official.raw,
@@ -208,7 +211,7 @@ def run_check(
         _loads(candidate, probe),
     ]
     if probe.loaded:
-        criteria += [_meaning(rows), _consumed(rows, scan), _trips(rows, probe)]
+        criteria += [_meaning(rows), _consumed(rows, scan, probe), _trips(rows, probe)]
     else:
         criteria += [
             Criterion(name, False, NOT_EVALUATED)
@@ -379,10 +382,15 @@ def _meaning(rows: list[KeyResult]) -> Criterion:
     )
 
 
-def _consumed(rows: list[KeyResult], scan: _Scan) -> Criterion:
+def _consumed(rows: list[KeyResult], scan: _Scan, probe: ProbeResult) -> Criterion:
     if scan.error or scan.root is None:
         detail = scan.error or "the candidate's source tree could not be located"
         return Criterion("consumed", False, detail)
+    imported = probe.report.get("module_file")
+    if imported and not Path(imported).resolve().is_relative_to(scan.root.resolve()):
+        return Criterion(
+            "consumed", False, f"scanned {scan.root}, but the class was imported from {imported}"
+        )
     judged = [r for r in _judged(rows) if r.present]
     unread = sorted({r.attribute for r in judged if r.read_at is None and r.attribute})
     if unread:
