@@ -359,7 +359,7 @@ def _loads(candidate: Candidate, probe: ProbeResult) -> Criterion:
     origin = (
         f"{distribution['name']} {distribution['version']}"
         if candidate.import_from is None and distribution
-        else candidate.label
+        else f"from {candidate.label}/"
     )
     via = probe.report.get("loaded_via")
     return Criterion("candidate_loads", True, f"{candidate.class_path} ({origin}) loaded via {via}")
