@@ -407,6 +407,65 @@ def check_checkpoint(
     sys.exit(code)
 
 
+@check.command("config")
+@click.argument("official")
+@click.option(
+    "--class",
+    "class_path",
+    required=True,
+    metavar="MODULE:CLASS",
+    help="The candidate config class; imported in a subprocess, never in gates itself.",
+)
+@click.option(
+    "--table",
+    metavar="CONTRACT",
+    help="The semantics table (default: the workspace's config-semantics contract).",
+)
+@click.option(
+    "--path",
+    "path",
+    metavar="DIR",
+    help="Import the class from this workspace folder and scan it for reads "
+    "(default: the contract's source, else the installed package).",
+)
+@click.option(
+    "--env",
+    "env",
+    multiple=True,
+    metavar="ENV_JSON",
+    help="An env.json whose revision and model_config_sha256 must be the pins (repeatable).",
+)
+@_output("outputs/config_check.receipt.json")
+@_FORMAT
+@pass_state
+def check_config(
+    state: State,
+    official: str,
+    class_path: str,
+    table: str | None,
+    path: str | None,
+    env: tuple[str, ...],
+    output: str,
+    output_format: str,
+) -> None:
+    """Load OFFICIAL (config.json) with the candidate class: covered, meant, read, saved."""
+    from gates.commands import config_check
+
+    code = config_check.check_config(
+        state.workspace(),
+        official,
+        class_path=class_path,
+        table=table,
+        path=path,
+        env=env,
+        output=output,
+        cwd=state.cwd(),
+        as_json=output_format == "json",
+        echo=_echo,
+    )
+    sys.exit(code)
+
+
 @cli.group()
 def inventory() -> None:
     """Tensor inventories of checkpoints."""

@@ -80,7 +80,7 @@ def test_status_is_deterministic_and_fixed_size(
     contract_rows = [
         line for line in first.splitlines() if line.startswith("| `") and "` | yes |" in line
     ]
-    assert len(contract_rows) == 4
+    assert len(contract_rows) == 5
     for index in range(20):
         write_loss_json(
             seeded.root / f"experiments/extra/run{index:02d}/loss.json",
@@ -323,14 +323,15 @@ def test_junit_has_one_testcase_per_contract(
     suite = ET.fromstring(result.out.split("\n", 1)[1])  # noqa: S314  (our own output)
     cases = suite.findall("testcase")
     assert [c.get("name") for c in cases] == [
+        "contract_environment.config-semantics",
         "contract_environment.manifest-format-key",
         "acceptance_oracle.results-schema-and-provenance",
         "contract_environment.source-freeze-head-vs-pin",
         "contract_environment.tensor-inventory",
     ]
-    assert cases[2].find("failure") is None
-    assert cases[1].find("failure") is not None
-    assert suite.get("failures") == "3"
+    assert cases[3].find("failure") is None
+    assert cases[2].find("failure") is not None
+    assert suite.get("failures") == "4"
     props = {p.get("name"): p.get("value") for p in suite.iter("property")}
     assert props["formal_alignment_steps"] == "0"
 
@@ -339,8 +340,11 @@ def test_github_annotations(seeded: Workspace, capsys: pytest.CaptureFixture[str
     lines = seeded.gates(capsys, "audit", "--format", "github").out.splitlines()
     assert lines[-1] == "::notice title=gates verdict=blocked::formal_alignment_steps = 0 / 100"
     errors = [line for line in lines if line.startswith("::error ")]
-    assert len(errors) == 3
+    assert len(errors) == 4
     assert errors[0].startswith(
+        "::error file=contracts/config-semantics.toml,title=contract_environment.config-semantics::"
+    )
+    assert errors[1].startswith(
         "::error file=contracts/manifest-format-key.toml,"
         "title=contract_environment.manifest-format-key::"
     )

@@ -14,6 +14,7 @@ class ArtifactKind(StrEnum):
     LOSS_CHECK = "loss_check"
     CHECKPOINT_CHECK = "checkpoint_check"
     STRUCTURE_PARITY = "structure_parity"
+    CONFIG_CHECK = "config_check"
     RUN = "run"  # the run attestation `gates run` signs: argv, times, exit status, outputs
 
 
