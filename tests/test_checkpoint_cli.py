@@ -403,3 +403,26 @@ def test_results_contract_can_require_equal_checkpoint_hashes(
     glm_pair(ws, drop=False)
     assert ws.gates(capsys, "check", "checkpoint", CAND, "--against", REF).code == 0
     assert criterion()["met"] is True
+
+
+def test_a_hash_match_claim_is_recomputed_not_believed(
+    ws: Workspace, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A signed checker output that says hash_match=true for checkpoints that differ (its
+    signer lied, or the candidate changed after the check and was re-receipted) is not met."""
+    test_results_contract_can_require_equal_checkpoint_hashes(ws, capsys)
+    output = ws.root / "outputs/checkpoint_check.json"
+    claim = output.read_text()
+    glm_pair(ws, drop=True)  # the candidate loses its MTP indexer tensors
+    forged = ws.root / "outputs/forged_check.json"
+    forged.write_text(claim)
+    made = ws.gates(
+        capsys, "receipt", "create", "--kind", "checkpoint_check", "--subject",
+        "outputs/forged_check.json", "-o", "outputs/forged_check.receipt.json",
+    )  # fmt: skip
+    assert made.code == 0, made.err
+    report = json.loads(ws.gates(capsys, "audit", "--format", "json").out)
+    contract = next(c for c in report["contracts"] if c["id"].startswith("acceptance_oracle"))
+    criterion = next(c for c in contract["criteria"] if c["name"] == "checkpoint_hash_match")
+    assert criterion["met"] is False
+    assert "recomput" in criterion["detail"]

@@ -12,6 +12,8 @@ copies stay probe, the waiver is a proposed policy change, the verdict blocked.
 (c) The trusted path: re-run the Paddle entrypoint under `gates run`, signed;
 the torch side's signed recorded run; the checkers; and audit again: which
 contracts discharge, and why the rest do not.
+(d) Config semantics: the official config.json through the example's config
+class, as the PR's review found it, then fixed.
 """
 
 from __future__ import annotations
@@ -31,6 +33,7 @@ from gates import exitcodes
 from gates.commands import Echo
 from gates.commands.check import check_determinism, check_loss
 from gates.commands.checkpoint import check as check_checkpoint
+from gates.commands.demo_config import config_step
 from gates.commands.freeze import pin as pin_command
 from gates.commands.run import RunRequest
 from gates.commands.run import run as run_command
@@ -314,6 +317,7 @@ def demo(*, keep: bool, echo: Echo) -> int:
             workspace = _clean(workspace, echo)
             _forgery(workspace, echo)
             _rerun(workspace, echo)
+            config_step(root, echo=echo)
         echo(_CLOSING)
         return exitcodes.OK
     finally:

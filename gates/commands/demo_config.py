@@ -64,7 +64,7 @@ def _run(root: Path, echo: Echo, title: str) -> int:
 
 def config_step(root: Path, *, echo: Echo) -> tuple[int, int]:
     """Check the reviewed class, then the fixed one; return both exit codes (1, then 0)."""
-    echo("\n== (c) config semantics: the official GLM-5.2 config.json through the config class")
+    echo("\n== (d) config semantics: the official GLM-5.2 config.json through the config class")
     path = root / CLASS_FILE
     fixed = path.read_text(encoding="utf-8")
     if FIXED_LINES not in fixed:

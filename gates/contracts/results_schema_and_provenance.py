@@ -17,7 +17,7 @@ from gates.artifacts import KIND_BY_FILE_NAME, artifact_problem
 from gates.binding import declared_scripts
 from gates.canonical import strict_loads
 from gates.contracts.model import Criterion, EvaluationContext, EvaluationError
-from gates.errors import UnsafePathError
+from gates.errors import GatesError, UnsafePathError
 from gates.freeze import SourceTree
 from gates.paths import check_relpath
 from gates.receipts.model import ArtifactKind, Framework
@@ -198,15 +198,52 @@ def evaluate(context: EvaluationContext, raw: dict[str, Any]) -> list[Criterion]
 
 
 def _checkpoint_hashes(context: EvaluationContext) -> Criterion:
-    """A counting `gates check checkpoint --against` output with hash_match=true."""
+    """A counting `gates check checkpoint --against` output with hash_match=true, whose
+    claim the audit recomputes (digests through the stat cache, content through the naming
+    rules in force) instead of believing it."""
+    name = "checkpoint_hash_match"
     for judgement, output in _outputs(context, ArtifactKind.CHECKPOINT_CHECK):
         against = output.get("against")
-        if isinstance(against, dict) and against.get("hash_match") is True:
-            detail = f"hash_match=true after mapping ({judgement.path})"
-            return Criterion("checkpoint_hash_match", True, detail)
+        if not (isinstance(against, dict) and against.get("hash_match") is True):
+            continue
+        problem = _recomputed_pair_problem(context, output, against)
+        if problem:
+            return Criterion(name, False, f"{judgement.path}: {problem}")
+        detail = f"hash_match=true after mapping, recomputed ({judgement.path})"
+        return Criterion(name, True, detail)
     return Criterion(
-        "checkpoint_hash_match",
+        name,
         False,
         "no formal checkpoint check with hash_match=true "
         "(gates check checkpoint CANDIDATE --against REFERENCE)",
     )
+
+
+def _recomputed_pair_problem(
+    context: EvaluationContext, output: dict[str, Any], against: dict[str, Any]
+) -> str:
+    from gates.checkpoints.check import check_checkpoint, compare_pair  # noqa: PLC0415
+    from gates.checkpoints.rulefile import INVENTORY_CHECK, ruleset_from_params  # noqa: PLC0415
+    from gates.hashing import StatCache, cache_file  # noqa: PLC0415
+    from gates.policy import policy_of  # noqa: PLC0415
+
+    root = context.workspace.root
+    candidate, reference = output.get("path"), against.get("reference")
+    if not isinstance(candidate, str) or not isinstance(reference, str):
+        return "output names no checkpoint paths"
+    _, policy = policy_of(context.workspace)
+    loaded, _ = policy.contracts()
+    inventory = next((spec for _, spec in loaded if spec.check == INVENTORY_CHECK), None)
+    try:
+        ruleset = ruleset_from_params(inventory.params if inventory else {}, "tensor-inventory")
+        cache = StatCache(cache_file(root))
+        ref = check_checkpoint(root, reference, cache=cache)
+        cand = check_checkpoint(root, candidate, cache=cache)
+        cache.save()
+    except GatesError as exc:
+        return f"cannot recompute: {exc.one_line()}"
+    if not compare_pair(ref, cand, ruleset).figures()["hash_match"]:
+        return "the recomputation through the naming rules in force does not match"
+    if ref.digest != against.get("reference_digest") or cand.digest != output.get("digest"):
+        return "the output's digests are not the checkpoints' (recomputed)"
+    return ""
