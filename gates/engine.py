@@ -29,6 +29,7 @@ from gates.contracts.model import (
     discharge_status,
 )
 from gates.contracts.registry import FREEZE_CHECK, MODULES, evaluator
+from gates.external import roots_of
 from gates.freeze import FreezeReport, evaluate_freeze
 from gates.hashing import StatCache, cache_file
 from gates.receipts.model import RECEIPT_SUFFIX, Receipt
@@ -116,7 +117,11 @@ def judging_context(
     bare = EvaluationContext(workspace, freeze, ())
     cache = StatCache(cache_file(workspace.root))
     return JudgingContext(
-        workspace.root, cache, _freeze_discharged(loaded, bare), freeze.pin_source_tree
+        workspace.root,
+        cache,
+        _freeze_discharged(loaded, bare),
+        freeze.pin_source_tree,
+        external=roots_of(workspace),
     )
 
 

@@ -1,0 +1,231 @@
+"""`gates check checkpoint` under `paddle.distributed.launch`, and the same from a trainer.
+
+Every rank hashes its share of the shards (balanced by bytes) and reports
+through the job's TCPStore; rank 0 merges, writes the one output and receipt
+(digest equal to a single process's, plus the ``ranks`` split) and publishes
+the exit code, which every rank returns. Other ranks write nothing: no
+output, no receipt, no stat cache.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from gates import exitcodes
+from gates.checkpoints.check import CheckpointReport, inspect_checkpoint
+from gates.checkpoints.digest import default_threads, hash_shards
+from gates.checkpoints.incomplete import changed_while_checked, stat_keys
+from gates.checkpoints.ranks import (
+    DEFAULT_TIMEOUT_S,
+    Exchange,
+    Merged,
+    RankReport,
+    RanksError,
+    ShardState,
+    World,
+    balance,
+    launcher_world,
+    merge_reports,
+    paddle_store,
+)
+from gates.commands import Echo
+from gates.commands.checkpoint import _document, bound_files, finish, layout_digest
+from gates.errors import GatesError
+from gates.external import Location, locate, roots_of
+from gates.hashing import StatCache, cache_file, sha256_file
+from gates.workspace import Workspace, open_workspace
+
+LIST_LIMIT = 5
+
+
+def _hash_share(
+    location: Location,
+    report: CheckpointReport,
+    world: World,
+    plan: list[list[str]],
+    *,
+    threads: int | None,
+    bind_files: bool,
+) -> RankReport:
+    """This rank's share: tensor contents, and each shard's stat (and sha256 when bound)."""
+    share = plan[world.rank]
+    digest = layout_digest(report)
+    if not report.valid:
+        return RankReport(world.rank, report.path, digest, share)
+    folder = location.path
+    before = stat_keys(folder, share)
+    contents = hash_shards(
+        report.checkpoint,
+        share,
+        cache=StatCache(None),
+        cache_prefix=report.path,
+        threads=threads or max(1, default_threads() // world.local_size),
+    )
+    files = {
+        shard: ShardState(size, mtime, sha256_file(folder / shard).sha256 if bind_files else None)
+        for shard, (size, mtime) in before.items()
+    }
+    changed = changed_while_checked(before, stat_keys(folder, share))
+    if changed:
+        return RankReport(world.rank, report.path, digest, share, error="; ".join(changed))
+    return RankReport(world.rank, report.path, digest, share, contents, files)
+
+
+def _remember(location: Location, merged: Merged, cache: StatCache, bound: bool) -> list[str]:
+    """Keep the ranks' answers in rank 0's cache; a shard rank 0 now sees differently is named."""
+    changed = []
+    for shard, state in sorted(merged.files.items()):
+        path = location.path / shard
+        info = path.stat()
+        if (info.st_size, info.st_mtime_ns) != (state.size, state.mtime_ns):
+            changed.append(f"shard {shard} changed after it was hashed: still being written?")
+            continue
+        if bound and state.sha256:
+            cache.remember("files", f"{location.label}/{shard}", path, info, state.sha256)
+    return changed
+
+
+def _merged_report(report: CheckpointReport, merged: Merged, late: list[str]) -> CheckpointReport:
+    if late:
+        report.checkpoint.problems.extend(f"incomplete: {finding}" for finding in late)
+    return CheckpointReport(
+        report.path,
+        report.checkpoint,
+        report.hygiene,
+        merged.contents,
+        tuple(sorted(merged.files)),
+        report.incomplete + tuple(late),
+    )
+
+
+def check_by_ranks(
+    workspace: Workspace,
+    location: Location,
+    world: World,
+    *,
+    threads: int | None,
+    output: str,
+    timeout_s: float,
+    as_json: bool,
+    echo: Echo,
+    exchange: Exchange | None = None,
+) -> int:
+    """This rank's part of a distributed check; every rank returns rank 0's exit code."""
+    exchange = exchange or Exchange(paddle_store(), world)
+    checkpoint, findings, incomplete = inspect_checkpoint(location.path)
+    report = CheckpointReport(location.label, checkpoint, findings, {}, (), incomplete)
+    sizes = {name: header.file_size for name, header in checkpoint.shards.items()}
+    plan = balance(sizes, world.size)
+    bind = location.external
+    try:
+        mine = _hash_share(location, report, world, plan, threads=threads, bind_files=bind)
+    except (OSError, GatesError) as exc:
+        mine = RankReport(
+            world.rank, location.label, layout_digest(report), plan[world.rank], error=str(exc)
+        )
+    exchange.report(mine)
+    if world.rank != 0:
+        code = exchange.await_verdict(timeout_s)
+        return exitcodes.ERROR if code is None else code
+    try:
+        code = _conclude(
+            workspace,
+            location,
+            report,
+            plan,
+            exchange,
+            output=output,
+            timeout_s=timeout_s,
+            as_json=as_json,
+            echo=echo,
+        )
+    except GatesError:
+        exchange.publish_verdict(exitcodes.ERROR)
+        raise
+    exchange.publish_verdict(code)
+    return code
+
+
+def _conclude(
+    workspace: Workspace,
+    location: Location,
+    report: CheckpointReport,
+    plan: list[list[str]],
+    exchange: Exchange,
+    *,
+    output: str,
+    timeout_s: float,
+    as_json: bool,
+    echo: Echo,
+) -> int:
+    reports = exchange.gather(timeout_s)
+    merged = merge_reports(
+        plan,
+        reports,
+        label=location.label,
+        layout_digest=layout_digest(report),
+        timeout_s=timeout_s,
+    )
+    cache = StatCache(cache_file(workspace.root))
+    late = _remember(location, merged, cache, location.external) if report.valid else []
+    cache.save()
+    final = _merged_report(report, merged, late)
+    if report.valid and len(final.contents) != len(report.checkpoint.tensors):
+        raise RanksError(
+            f"the ranks hashed {len(final.contents)} tensors, the checkpoint has "
+            f"{len(report.checkpoint.tensors)}"
+        )
+    document = _document(final, "full")
+    document["ranks"] = merged.ranks
+    failed = not final.valid or bool(final.hygiene)
+    subjects = bound_files(location, final)
+    return finish(workspace, document, output, subjects, failed=failed, as_json=as_json, echo=echo)
+
+
+def verify_saved_checkpoint(
+    folder: str | Path,
+    *,
+    workspace: str | Path = ".",
+    output: str = "outputs/checkpoint_check.receipt.json",
+    timeout_s: float = DEFAULT_TIMEOUT_S,
+    threads: int | None = None,
+    echo: Echo | None = None,
+) -> int:
+    """Check a checkpoint the job has just saved, by the job's own ranks; call on every rank.
+
+    Call it after the save on every rank of the job (after ``init_parallel_env``;
+    it calls that itself when needed), so the ranks that wrote the shards hash
+    them while they are still in the page cache. Rank 0 writes the output and
+    its receipt; every rank returns rank 0's exit code (0 valid and clean, 1
+    not, 2 error). In a single process it is `gates check checkpoint FOLDER`.
+    """
+    from gates.commands.checkpoint import check  # noqa: PLC0415
+
+    ws = open_workspace(Path(workspace))
+    world = launcher_world()
+    cwd = Path.cwd()
+    show = echo or print
+    if world.size == 1:
+        return check(
+            ws,
+            str(folder),
+            against=None,
+            rules=None,
+            shard_range=None,
+            threads=threads,
+            output=output,
+            cwd=cwd,
+            as_json=False,
+            echo=show,
+        )
+    location = locate(roots_of(ws), str(folder), cwd)
+    return check_by_ranks(
+        ws,
+        location,
+        world,
+        threads=threads,
+        output=output,
+        timeout_s=timeout_s,
+        as_json=False,
+        echo=show,
+    )
