@@ -22,7 +22,7 @@ def official(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     """A read-only GLM-like checkpoint outside the workspace, files an hour old."""
     data = tmp_path / "shared-storage"
     folder = write_checkpoint(data / "glm-5.2", reference_arrays(), shards=3)
-    past = os.stat(folder).st_mtime_ns - HOUR_AGO_NS
+    past = folder.stat().st_mtime_ns - HOUR_AGO_NS
     for path in folder.iterdir():
         os.utime(path, ns=(past, past))
     monkeypatch.setenv("GLM52_DIR", str(data))
@@ -139,8 +139,9 @@ def test_verify_all_catches_a_shard_replaced_with_size_and_mtime_kept(
     assert (shard.stat().st_ino, shard.stat().st_size) == (info.st_ino, info.st_size)
     assert rejected(audit_json(external_ws, capsys)) == {}, "the stat cache cannot see it"
     reasons = rejected(audit_json(external_ws, capsys, "--verify-all"))
-    assert "model-00001-of-00003.safetensors changed: sha256 differs" in (
-        reasons["outputs/checkpoint_check.receipt.json"]
+    assert (
+        "model-00001-of-00003.safetensors changed: sha256 differs"
+        in (reasons["outputs/checkpoint_check.receipt.json"])
     )
 
 
