@@ -120,6 +120,7 @@ def test_two_ranks_give_the_single_process_digest_and_say_who_hashed_what(
 TRAINER = """
 import json, sys
 from gates.checkpoints.ranks import RanksError, launcher_world
+from gates.errors import GatesError
 from gates.commands.checkpoint_ranks import verify_saved_checkpoint
 
 rank = launcher_world().rank
@@ -132,6 +133,12 @@ folder = "external:official/other" if rank == 1 else OFFICIAL
 try:
     results.append(verify_saved_checkpoint(folder, output="outputs/t2.receipt.json"))
 except RanksError as exc:
+    results.append(str(exc))
+# a rank that cannot find the checkpoint on its node
+folder = "external:nowhere/glm-5.2" if rank == 1 else OFFICIAL
+try:
+    results.append(verify_saved_checkpoint(folder, output="outputs/t4.receipt.json"))
+except GatesError as exc:
     results.append(str(exc))
 # a rank that never reports (died, or left without checking)
 if rank == 1:
@@ -156,13 +163,17 @@ def test_a_trainer_calls_it_after_saving_and_failures_name_the_rank(
     results_file = tmp_path / "results.json"
     done = launch(ws, tmp_path / "log", str(script), str(results_file))
     assert results_file.exists(), done.stdout[-3000:] + done.stderr[-3000:]
-    first, second, third = json.loads(results_file.read_text())
+    first, other_checkpoint, not_found, never = json.loads(results_file.read_text())
     assert first == 0
     assert (ws.root / "outputs/t1.receipt.json").is_file()
-    assert isinstance(second, str) and "rank 1 checked another checkpoint" in second
-    assert "external:official/other" in second
+    assert isinstance(other_checkpoint, str)
+    assert "rank 1 checked another checkpoint" in other_checkpoint
+    assert "external:official/other" in other_checkpoint
     assert not (ws.root / "outputs/t2.receipt.json").exists()
-    assert isinstance(third, str) and "rank 1 did not report within 3 s" in third
+    assert isinstance(not_found, str) and "rank 1 failed: " in not_found
+    assert "no external root named 'nowhere'" in not_found
+    assert not (ws.root / "outputs/t4.receipt.json").exists()
+    assert isinstance(never, str) and "rank 1 did not report within 3 s" in never
     assert not (ws.root / "outputs/t3.receipt.json").exists()
 
 

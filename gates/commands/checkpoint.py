@@ -93,7 +93,6 @@ def check(
     Under `paddle.distributed.launch` (world size > 1) the launcher's ranks share the work.
     """
     roots = roots_of(workspace)
-    location = locate(roots, folder, cwd)
     world = launcher_world()
     if world.size > 1:
         if shard_range or against:
@@ -105,14 +104,16 @@ def check(
 
         return checkpoint_ranks.check_by_ranks(
             workspace,
-            location,
+            folder,
             world,
+            cwd=cwd,
             threads=threads,
             output=output,
             timeout_s=rank_timeout,
             as_json=as_json,
             echo=echo,
         )
+    location = locate(roots, folder, cwd)
     cache = StatCache(cache_file(workspace.root))
     report = check_checkpoint(
         location.base,

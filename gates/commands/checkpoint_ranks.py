@@ -76,7 +76,11 @@ def _remember(location: Location, merged: Merged, cache: StatCache, bound: bool)
     changed = []
     for shard, state in sorted(merged.files.items()):
         path = location.path / shard
-        info = path.stat()
+        try:
+            info = path.stat()
+        except OSError:
+            changed.append(f"shard {shard} disappeared after it was hashed")
+            continue
         if (info.st_size, info.st_mtime_ns) != (state.size, state.mtime_ns):
             changed.append(f"shard {shard} changed after it was hashed: still being written?")
             continue
@@ -100,18 +104,54 @@ def _merged_report(report: CheckpointReport, merged: Merged, late: list[str]) ->
 
 def check_by_ranks(
     workspace: Workspace,
+    folder: str,
+    world: World,
+    *,
+    cwd: Path,
+    threads: int | None,
+    output: str,
+    timeout_s: float,
+    as_json: bool,
+    echo: Echo,
+) -> int:
+    """This rank's part of a distributed check; every rank returns rank 0's exit code.
+
+    A rank that cannot even find the checkpoint (e.g. its root's variable is unset on
+    that node) still reports, so rank 0 names it instead of waiting for the timeout.
+    """
+    exchange = Exchange(paddle_store(), world)
+    try:
+        location = locate(roots_of(workspace), folder, cwd)
+    except GatesError as exc:
+        exchange.report(RankReport(world.rank, folder, "", [], error=exc.one_line()))
+        if world.rank == 0:
+            exchange.publish_verdict(exitcodes.ERROR)
+        raise
+    return _check_located(
+        workspace,
+        location,
+        world,
+        exchange,
+        threads=threads,
+        output=output,
+        timeout_s=timeout_s,
+        as_json=as_json,
+        echo=echo,
+    )
+
+
+def _check_located(
+    workspace: Workspace,
     location: Location,
     world: World,
+    exchange: Exchange,
     *,
     threads: int | None,
     output: str,
     timeout_s: float,
     as_json: bool,
     echo: Echo,
-    exchange: Exchange | None = None,
 ) -> int:
-    """This rank's part of a distributed check; every rank returns rank 0's exit code."""
-    exchange = exchange or Exchange(paddle_store(), world)
     checkpoint, findings, incomplete = inspect_checkpoint(location.path)
     report = CheckpointReport(location.label, checkpoint, findings, {}, (), incomplete)
     sizes = {name: header.file_size for name, header in checkpoint.shards.items()}
@@ -218,11 +258,11 @@ def verify_saved_checkpoint(
             as_json=False,
             echo=show,
         )
-    location = locate(roots_of(ws), str(folder), cwd)
     return check_by_ranks(
         ws,
-        location,
+        str(folder),
         world,
+        cwd=cwd,
         threads=threads,
         output=output,
         timeout_s=timeout_s,
