@@ -181,10 +181,17 @@ def locate(roots: ExternalRoots, given: str, cwd: Path) -> Location:
     try:
         relpath = to_workspace_relpath(roots.workspace, given, cwd)
     except UnsafePathError as exc:
+        unusable = []
+        for name, spec in sorted(roots.specs.items()):
+            try:
+                expand_root(name, spec)
+            except ExternalRootError as problem:
+                unusable.append(problem.message)
+        why = f"; not usable here: {'; '.join(unusable)}" if unusable else ""
         raise UnsafePathError(
             exc.message,
             hint="evidence must live inside the workspace, or below a root named in "
-            "[evidence.external] of gates.toml (then write external:<root>/<path>)",
+            f"[evidence.external] of gates.toml (then write external:<root>/<path>){why}",
         ) from None
     return Location(roots.workspace, relpath, relpath)
 

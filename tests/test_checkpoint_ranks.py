@@ -250,3 +250,25 @@ def test_without_the_launcher_no_collective_and_no_paddle(external_glm: Workspac
         check=False,
     )
     assert done.stdout.strip().endswith("code 0 paddle loaded False"), done.stderr
+
+
+def test_manual_slices_under_the_launcher_are_refused(
+    external_glm: Workspace, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Two ranks of one node must never write the same partial file: under the launcher the
+    ranks split the shards themselves, and only rank 0 writes."""
+    monkeypatch.setenv("PADDLE_TRAINER_ID", "1")
+    monkeypatch.setenv("PADDLE_TRAINERS_NUM", "2")
+    result = external_glm.gates(
+        capsys,
+        "check",
+        "checkpoint",
+        "external:official/glm-5.2",
+        "--shard-range",
+        "1/2",
+        "-o",
+        "outputs/part.receipt.json",
+    )
+    assert result.code == 2
+    assert "the ranks split the shards themselves: no --shard-range" in result.err
+    assert not (external_glm.root / "outputs/part.json").exists()

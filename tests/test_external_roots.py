@@ -259,3 +259,20 @@ def test_receipt_create_binds_an_external_file(
         "outputs/nope.receipt.json",
     )
     assert missing.code == 2 and "does not exist" in missing.err
+
+
+def test_inventory_diff_reads_a_side_below_a_root(
+    external_ws: Workspace, capsys: pytest.CaptureFixture[str]
+) -> None:
+    write_checkpoint(
+        external_ws.root / CAND, paddle_arrays(reference_arrays(), drop_mtp_indexer=True)
+    )
+    contract = external_ws.root / "contracts/tensor-inventory.toml"
+    contract.write_text(contract.read_text().replace('mtp = "78"', f'mtp = "{MTP}"'))
+    result = external_ws.gates(
+        capsys, "inventory", "diff", "external:official/glm-5.2", CAND, "--format", "json"
+    )
+    assert result.code == 1, result.err
+    document = json.loads(result.out)
+    assert document["reference"]["path"] == "external:official/glm-5.2"
+    assert document["counts"]["structural"] == 5
