@@ -9,6 +9,8 @@ output, no receipt, no stat cache.
 
 from __future__ import annotations
 
+import json
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 from gates import exitcodes
@@ -32,10 +34,24 @@ from gates.commands import Echo
 from gates.commands.checkpoint import _document, bound_files, finish, layout_digest
 from gates.errors import GatesError
 from gates.external import Location, locate, roots_of
-from gates.hashing import StatCache, cache_file, sha256_file
+from gates.hashing import StatCache, cache_file
 from gates.workspace import Workspace, open_workspace
 
 LIST_LIMIT = 5
+
+
+def _file_digests(
+    folder: Path, share: list[str], label: str, cache: StatCache, threads: int
+) -> dict[str, str]:
+    """sha256 of each shard file (bound below an external root), in parallel, cache first."""
+    with ThreadPoolExecutor(max_workers=threads) as pool:
+        futures = {
+            shard: pool.submit(
+                cache.digest, f"{label}/{shard}", folder / shard, (folder / shard).stat()
+            )
+            for shard in share
+        }
+        return {shard: future.result().sha256 for shard, future in futures.items()}
 
 
 def _hash_share(
@@ -44,26 +60,27 @@ def _hash_share(
     world: World,
     plan: list[list[str]],
     *,
+    cache: StatCache,
     threads: int | None,
     bind_files: bool,
 ) -> RankReport:
-    """This rank's share: tensor contents, and each shard's stat (and sha256 when bound)."""
+    """This rank's share: tensor contents, and each shard's stat (and sha256 when bound).
+
+    ``cache`` is read (unchanged shards are not read again) but only rank 0 saves it.
+    """
     share = plan[world.rank]
     digest = layout_digest(report)
     if not report.valid:
         return RankReport(world.rank, report.path, digest, share)
     folder = location.path
+    workers = threads or max(1, default_threads() // world.local_size)
     before = stat_keys(folder, share)
     contents = hash_shards(
-        report.checkpoint,
-        share,
-        cache=StatCache(None),
-        cache_prefix=report.path,
-        threads=threads or max(1, default_threads() // world.local_size),
+        report.checkpoint, share, cache=cache, cache_prefix=report.path, threads=workers
     )
+    sha256 = _file_digests(folder, share, report.path, cache, workers) if bind_files else {}
     files = {
-        shard: ShardState(size, mtime, sha256_file(folder / shard).sha256 if bind_files else None)
-        for shard, (size, mtime) in before.items()
+        shard: ShardState(size, mtime, sha256.get(shard)) for shard, (size, mtime) in before.items()
     }
     changed = changed_while_checked(before, stat_keys(folder, share))
     if changed:
@@ -71,8 +88,11 @@ def _hash_share(
     return RankReport(world.rank, report.path, digest, share, contents, files)
 
 
-def _remember(location: Location, merged: Merged, cache: StatCache, bound: bool) -> list[str]:
-    """Keep the ranks' answers in rank 0's cache; a shard rank 0 now sees differently is named."""
+def _remember(
+    location: Location, report: CheckpointReport, merged: Merged, cache: StatCache
+) -> list[str]:
+    """Keep the ranks' answers (each shard's tensor digests, and its file sha256 when bound)
+    in rank 0's cache; a shard rank 0 now sees differently is named."""
     changed = []
     for shard, state in sorted(merged.files.items()):
         path = location.path / shard
@@ -84,8 +104,12 @@ def _remember(location: Location, merged: Merged, cache: StatCache, bound: bool)
         if (info.st_size, info.st_mtime_ns) != (state.size, state.mtime_ns):
             changed.append(f"shard {shard} changed after it was hashed: still being written?")
             continue
-        if bound and state.sha256:
-            cache.remember("files", f"{location.label}/{shard}", path, info, state.sha256)
+        key = f"{location.label}/{shard}"
+        names = report.checkpoint.shards[shard].tensors
+        digests = {name: merged.contents[name] for name in names}
+        cache.remember("shards", key, path, info, json.dumps(digests, sort_keys=True))
+        if location.external and state.sha256:
+            cache.remember("files", key, path, info, state.sha256)
     return changed
 
 
@@ -158,7 +182,15 @@ def _check_located(
     plan = balance(sizes, world.size)
     bind = location.external
     try:
-        mine = _hash_share(location, report, world, plan, threads=threads, bind_files=bind)
+        mine = _hash_share(
+            location,
+            report,
+            world,
+            plan,
+            cache=StatCache(cache_file(workspace.root)),
+            threads=threads,
+            bind_files=bind,
+        )
     except (OSError, GatesError) as exc:
         mine = RankReport(
             world.rank, location.label, layout_digest(report), plan[world.rank], error=str(exc)
@@ -207,7 +239,7 @@ def _conclude(
         timeout_s=timeout_s,
     )
     cache = StatCache(cache_file(workspace.root))
-    late = _remember(location, merged, cache, location.external) if report.valid else []
+    late = _remember(location, report, merged, cache) if report.valid else []
     cache.save()
     final = _merged_report(report, merged, late)
     if report.valid and len(final.contents) != len(report.checkpoint.tensors):
