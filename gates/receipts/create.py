@@ -57,14 +57,15 @@ def default_output(first_subject: str) -> str:
 
 
 def _subject_path(workspace: Workspace, relpath: str) -> tuple[Path, os.stat_result]:
-    root = workspace.root
+    """A subject's file: in the workspace, or below an external root (``external:...``)."""
+    path = workspace.root / relpath
     try:
         path = subject_file(workspace.root, roots_of(workspace), relpath)
         info = os.lstat(path)
     except FileNotFoundError:
-        raise ReceiptError(f"subject {relpath} does not exist", file=root / relpath) from None
+        raise ReceiptError(f"subject {relpath} does not exist", file=path) from None
     if not stat.S_ISREG(info.st_mode):
-        raise ReceiptError(f"subject {relpath} is not a regular file", file=root / relpath)
+        raise ReceiptError(f"subject {relpath} is not a regular file", file=path)
     return path, info
 
 
