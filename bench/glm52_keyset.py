@@ -116,7 +116,8 @@ def reference_keyset(config: dict[str, Any]) -> Keyset:
     return keys
 
 
-def _paddle_name(name: str, mtp: int) -> str:
+def paddle_name(name: str, mtp: int) -> str:
+    """A reference (HF) tensor name as the PaddleFormers conversion names it."""
     if name == "model.embed_tokens.weight":
         return "model.embedding.embed_tokens.weight"
     if name == "lm_head.weight":
@@ -146,7 +147,7 @@ def paddle_keyset(reference: Keyset, mtp: int, *, drop_mtp_indexer: bool) -> Key
             dims = tuple(reversed(shape))
         if name.endswith(".mlp.gate.weight"):
             kind = "F32"
-        converted[_paddle_name(name, mtp)] = (kind, dims)
+        converted[paddle_name(name, mtp)] = (kind, dims)
     for name in [n for n in converted if n.endswith(".gate_proj.weight")]:
         dtype, (rows, cols) = converted.pop(name)
         converted.pop(name.replace(".gate_proj.", ".up_proj."))

@@ -372,36 +372,8 @@ def check_checkpoint(
     FOLDER may be below an external root (external:<root>/<path>, or its absolute
     path). Under `python -m paddle.distributed.launch` the ranks share the hashing.
     """
-    from gates.hashing import verifying_all
-
-    with verifying_all(verify_all):
-        _check_checkpoint(
-            state,
-            folder,
-            against,
-            rules,
-            shard_range,
-            merge,
-            threads,
-            rank_timeout,
-            output,
-            output_format,
-        )
-
-
-def _check_checkpoint(
-    state: State,
-    folder: str | None,
-    against: str | None,
-    rules: str | None,
-    shard_range: str | None,
-    merge: tuple[str, ...],
-    threads: int | None,
-    rank_timeout: float,
-    output: str,
-    output_format: str,
-) -> None:
     from gates.commands import checkpoint as checkpoint_command
+    from gates.hashing import verifying_all
 
     as_json = output_format == "json"
     if merge:
@@ -409,9 +381,15 @@ def _check_checkpoint(
             raise click.UsageError(
                 "--merge takes receipts only: no FOLDER, --against or --shard-range"
             )
-        code = checkpoint_command.merge(
-            state.workspace(), merge, output=output, cwd=state.cwd(), as_json=as_json, echo=_echo
-        )
+        with verifying_all(verify_all):
+            code = checkpoint_command.merge(
+                state.workspace(),
+                merge,
+                output=output,
+                cwd=state.cwd(),
+                as_json=as_json,
+                echo=_echo,
+            )
         sys.exit(code)
     if folder is None:
         raise click.UsageError("give the checkpoint FOLDER (or --merge RECEIPT...)")
@@ -423,19 +401,20 @@ def _check_checkpoint(
         selected = ShardRange.parse(shard_range) if shard_range else None
     except ValueError as exc:
         raise click.BadParameter(str(exc), param_hint="--shard-range") from None
-    code = checkpoint_command.check(
-        state.workspace(),
-        folder,
-        against=against,
-        rules=rules,
-        shard_range=selected,
-        threads=threads,
-        output=output,
-        cwd=state.cwd(),
-        as_json=as_json,
-        echo=_echo,
-        rank_timeout=rank_timeout,
-    )
+    with verifying_all(verify_all):
+        code = checkpoint_command.check(
+            state.workspace(),
+            folder,
+            against=against,
+            rules=rules,
+            shard_range=selected,
+            threads=threads,
+            output=output,
+            cwd=state.cwd(),
+            as_json=as_json,
+            echo=_echo,
+            rank_timeout=rank_timeout,
+        )
     sys.exit(code)
 
 

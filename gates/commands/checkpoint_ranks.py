@@ -26,7 +26,6 @@ from gates.checkpoints.ranks import (
     ShardState,
     World,
     balance,
-    launcher_world,
     merge_reports,
     paddle_store,
 )
@@ -151,31 +150,6 @@ def check_by_ranks(
         if world.rank == 0:
             exchange.publish_verdict(exitcodes.ERROR)
         raise
-    return _check_located(
-        workspace,
-        location,
-        world,
-        exchange,
-        threads=threads,
-        output=output,
-        timeout_s=timeout_s,
-        as_json=as_json,
-        echo=echo,
-    )
-
-
-def _check_located(
-    workspace: Workspace,
-    location: Location,
-    world: World,
-    exchange: Exchange,
-    *,
-    threads: int | None,
-    output: str,
-    timeout_s: float,
-    as_json: bool,
-    echo: Echo,
-) -> int:
     checkpoint, findings, incomplete = inspect_checkpoint(location.path)
     report = CheckpointReport(location.label, checkpoint, findings, {}, (), incomplete)
     sizes = {name: header.file_size for name, header in checkpoint.shards.items()}
@@ -273,31 +247,16 @@ def verify_saved_checkpoint(
     """
     from gates.commands.checkpoint import check  # noqa: PLC0415
 
-    ws = open_workspace(Path(workspace))
-    world = launcher_world()
-    cwd = Path.cwd()
-    show = echo or print
-    if world.size == 1:
-        return check(
-            ws,
-            str(folder),
-            against=None,
-            rules=None,
-            shard_range=None,
-            threads=threads,
-            output=output,
-            cwd=cwd,
-            as_json=False,
-            echo=show,
-        )
-    return check_by_ranks(
-        ws,
+    return check(
+        open_workspace(Path(workspace)),
         str(folder),
-        world,
-        cwd=cwd,
+        against=None,
+        rules=None,
+        shard_range=None,
         threads=threads,
         output=output,
-        timeout_s=timeout_s,
+        cwd=Path.cwd(),
         as_json=False,
-        echo=show,
+        echo=echo or print,
+        rank_timeout=timeout_s,
     )

@@ -101,6 +101,22 @@ def render_text(document: dict[str, object], found: Survey) -> str:
     return "\n".join(lines)
 
 
+@contextlib.contextmanager
+def collector_paused() -> Iterator[None]:
+    """Pause Python's cyclic garbage collector: a full-size survey allocates millions of small,
+    acyclic objects (entries, nodes, differences) and the collector's repeated passes over
+    them cost about a quarter of the CPU time (docs/performance.md). Everything is freed by
+    reference counting; the collector runs again afterwards."""
+    was_enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if was_enabled:
+            gc.enable()
+
+
+@collector_paused()
 def diff(
     workspace: Workspace,
     reference: str,
@@ -113,45 +129,6 @@ def diff(
     echo: Echo,
 ) -> int:
     """Exit 1 when a structural difference remains or either side is invalid."""
-    with collector_paused():
-        return _diff(
-            workspace,
-            reference,
-            candidate,
-            rules=rules,
-            output=output,
-            cwd=cwd,
-            as_json=as_json,
-            echo=echo,
-        )
-
-
-@contextlib.contextmanager
-def collector_paused() -> Iterator[None]:
-    """Pause Python's cyclic garbage collector: a full-size survey allocates millions of small,
-    acyclic objects (entries, nodes, differences) and the collector's repeated passes over
-    them cost about a third of the time (docs/performance.md). Everything is freed by
-    reference counting; the collector runs again afterwards."""
-    was_enabled = gc.isenabled()
-    gc.disable()
-    try:
-        yield
-    finally:
-        if was_enabled:
-            gc.enable()
-
-
-def _diff(
-    workspace: Workspace,
-    reference: str,
-    candidate: str,
-    *,
-    rules: str | None,
-    output: str,
-    cwd: Path,
-    as_json: bool,
-    echo: Echo,
-) -> int:
     roots = roots_of(workspace)
     ruleset, rules_source = resolve_rules(workspace, rules, cwd)
     cache = StatCache(None)
