@@ -165,14 +165,19 @@ def check_by_ranks(
             threads=threads,
             bind_files=bind,
         )
-    except (OSError, GatesError) as exc:
+    except Exception as exc:  # noqa: BLE001  (any failure must reach rank 0, which names this rank)
         mine = RankReport(
-            world.rank, location.label, layout_digest(report), plan[world.rank], error=str(exc)
+            world.rank,
+            location.label,
+            layout_digest(report),
+            plan[world.rank],
+            error=f"{type(exc).__name__}: {exc}",
         )
     exchange.report(mine)
     if world.rank != 0:
         code = exchange.await_verdict(timeout_s)
         return exitcodes.ERROR if code is None else code
+    code = exitcodes.ERROR
     try:
         code = _conclude(
             workspace,
@@ -185,10 +190,8 @@ def check_by_ranks(
             as_json=as_json,
             echo=echo,
         )
-    except GatesError:
-        exchange.publish_verdict(exitcodes.ERROR)
-        raise
-    exchange.publish_verdict(code)
+    finally:  # the other ranks wait for this, whatever happened here
+        exchange.publish_verdict(code)
     return code
 
 
