@@ -94,6 +94,13 @@ def init(state: State, pin: str | None, force: bool) -> None:
     sys.exit(init_command.init(state.directory, pin=pin, force=force, echo=_echo))
 
 
+_VERIFY_ALL = click.option(
+    "--verify-all",
+    is_flag=True,
+    help="Ignore the stat cache: hash every file again (catches content replaced in place).",
+)
+
+
 @cli.command()
 @click.option(
     "--format",
@@ -102,12 +109,16 @@ def init(state: State, pin: str | None, force: bool) -> None:
     default="text",
     show_default=True,
 )
+@_VERIFY_ALL
 @pass_state
-def audit(state: State, output_format: str) -> None:
+def audit(state: State, output_format: str, verify_all: bool) -> None:
     """Evaluate every contract: exit 0 pass, 1 blocked, 2 error."""
     from gates.commands import audit as audit_command
+    from gates.hashing import verifying_all
 
-    sys.exit(audit_command.audit(state.workspace(), output_format=output_format, echo=_echo))
+    with verifying_all(verify_all):
+        code = audit_command.audit(state.workspace(), output_format=output_format, echo=_echo)
+    sys.exit(code)
 
 
 @cli.group()
@@ -355,6 +366,14 @@ def check_determinism(state: State, runs: tuple[str, ...], output: str, output_f
     default=None,
     help="Hashing threads (default: the CPU count, at most 8).",
 )
+@click.option(
+    "--rank-timeout",
+    type=click.FloatRange(min=1),
+    default=7200,
+    show_default=True,
+    help="Under paddle.distributed.launch: how long rank 0 waits for every rank's report (s).",
+)
+@_VERIFY_ALL
 @_output("outputs/checkpoint_check.receipt.json")
 @_FORMAT
 @pass_state
@@ -366,11 +385,18 @@ def check_checkpoint(
     shard_range: str | None,
     merge: tuple[str, ...],
     threads: int | None,
+    rank_timeout: float,
+    verify_all: bool,
     output: str,
     output_format: str,
 ) -> None:
-    """Validity, hygiene, tensor count and canonical digest of the checkpoint in FOLDER."""
+    """Validity, hygiene, tensor count and canonical digest of the checkpoint in FOLDER.
+
+    FOLDER may be below an external root (external:<root>/<path>, or its absolute
+    path). Under `python -m paddle.distributed.launch` the ranks share the hashing.
+    """
     from gates.commands import checkpoint as checkpoint_command
+    from gates.hashing import verifying_all
 
     as_json = output_format == "json"
     if merge:
@@ -378,9 +404,15 @@ def check_checkpoint(
             raise click.UsageError(
                 "--merge takes receipts only: no FOLDER, --against or --shard-range"
             )
-        code = checkpoint_command.merge(
-            state.workspace(), merge, output=output, cwd=state.cwd(), as_json=as_json, echo=_echo
-        )
+        with verifying_all(verify_all):
+            code = checkpoint_command.merge(
+                state.workspace(),
+                merge,
+                output=output,
+                cwd=state.cwd(),
+                as_json=as_json,
+                echo=_echo,
+            )
         sys.exit(code)
     if folder is None:
         raise click.UsageError("give the checkpoint FOLDER (or --merge RECEIPT...)")
@@ -392,18 +424,20 @@ def check_checkpoint(
         selected = ShardRange.parse(shard_range) if shard_range else None
     except ValueError as exc:
         raise click.BadParameter(str(exc), param_hint="--shard-range") from None
-    code = checkpoint_command.check(
-        state.workspace(),
-        folder,
-        against=against,
-        rules=rules,
-        shard_range=selected,
-        threads=threads,
-        output=output,
-        cwd=state.cwd(),
-        as_json=as_json,
-        echo=_echo,
-    )
+    with verifying_all(verify_all):
+        code = checkpoint_command.check(
+            state.workspace(),
+            folder,
+            against=against,
+            rules=rules,
+            shard_range=selected,
+            threads=threads,
+            output=output,
+            cwd=state.cwd(),
+            as_json=as_json,
+            echo=_echo,
+            rank_timeout=rank_timeout,
+        )
     sys.exit(code)
 
 

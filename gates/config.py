@@ -6,9 +6,18 @@ import tomllib
 from pathlib import Path
 from typing import Annotated
 
-from pydantic import BaseModel, ConfigDict, Field, StrictBool, StringConstraints, ValidationError
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    RootModel,
+    StrictBool,
+    StringConstraints,
+    ValidationError,
+)
 
 from gates.errors import ConfigError, UnsafePathError
+from gates.external import check_root_spelling
 from gates.paths import check_relpath
 
 CONFIG_NAME = "gates.toml"
@@ -40,10 +49,29 @@ class FreezeConfig(_Strict):
     )
 
 
+RootName = Annotated[str, StringConstraints(pattern=r"^[a-z][a-z0-9_-]*$")]
+
+
+class ExternalRootsConfig(
+    RootModel[dict[RootName, Annotated[str, StringConstraints(strict=True)]]]
+):
+    """``[evidence.external]``: read-only roots outside the workspace, by name.
+
+    Values are absolute paths or environment variable references
+    (``"${GLM52_DIR}"``), resolved where they are used (gates/external.py).
+    """
+
+    model_config = ConfigDict(frozen=True)
+    root: dict[RootName, Annotated[str, StringConstraints(strict=True)]] = Field(
+        default_factory=dict
+    )
+
+
 class EvidenceConfig(_Strict):
     """``[evidence]``: where receipts and results live (all governance paths)."""
 
     locations: tuple[RelPath, ...] = DEFAULT_EVIDENCE_LOCATIONS
+    external: ExternalRootsConfig = ExternalRootsConfig()
 
 
 class ContractsConfig(_Strict):
@@ -108,6 +136,11 @@ def parse_config(text: str, *, source: Path) -> GatesConfig:
         else:
             message = f"key '{key}': {first['msg']} (found {first.get('input')!r})"
         raise ConfigError(message, file=source, hint="see docs/configuration.md") from None
+    for name, spec in config.evidence.external.root.items():
+        try:
+            check_root_spelling(name, spec)
+        except UnsafePathError as exc:
+            raise ConfigError(exc.message, file=source, hint=exc.hint) from None
     for key, value in _declared_paths(config):
         try:
             check_relpath(value, what=key)

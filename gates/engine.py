@@ -31,6 +31,7 @@ from gates.contracts.model import (
 )
 from gates.contracts.registry import FREEZE_CHECK, MODULES, evaluator
 from gates.derive import loss_check_problem
+from gates.external import roots_of
 from gates.freeze import FreezeReport, SourceTree, evaluate_freeze
 from gates.hashing import StatCache, cache_file
 from gates.policy import Policy, policy_of
@@ -136,6 +137,7 @@ def judging_context(
         _freeze_discharged(loaded, bare),
         freeze.pin_source_tree,
         anchors=policy.anchors,
+        external=roots_of(workspace),
     )
 
 

@@ -13,10 +13,12 @@ to a repository can vouch for its own files.
 from __future__ import annotations
 
 import contextlib
+import contextvars
 import hashlib
 import json
 import os
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -43,13 +45,27 @@ def sha256_file(path: Path) -> FileDigest:
     return FileDigest(digest.hexdigest(), size)
 
 
+_VERIFY_ALL: contextvars.ContextVar[bool] = contextvars.ContextVar("verify_all", default=False)
+
+
+@contextlib.contextmanager
+def verifying_all(enabled: bool = True) -> Iterator[None]:
+    """Within this block no stat cache is read or written: every file is hashed again
+    (`--verify-all`; catches content replaced with size and mtime kept)."""
+    token = _VERIFY_ALL.set(enabled or _VERIFY_ALL.get())
+    try:
+        yield
+    finally:
+        _VERIFY_ALL.reset(token)
+
+
 def cache_file(root: Path) -> Path | None:
     """$GATES_CACHE_DIR, else $XDG_CACHE_HOME/gates, else ~/.cache/gates; one file a workspace.
 
-    GATES_CACHE_DIR=off disables caching (a verify-everything run, e.g. in CI).
+    GATES_CACHE_DIR=off, or `--verify-all` (:func:`verifying_all`), disables caching.
     """
     configured = os.environ.get("GATES_CACHE_DIR")
-    if configured == "off":
+    if configured == "off" or _VERIFY_ALL.get():
         return None
     if configured:
         base = Path(configured)

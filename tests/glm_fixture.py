@@ -22,25 +22,12 @@ from pathlib import Path
 import numpy as np
 from safetensors import TensorSpec, serialize_file
 
+from bench.glm52_keyset import INDEXER, LINEAR, paddle_name
+
 Arrays = dict[str, tuple[str, np.ndarray]]
 
 HIDDEN, Q_LORA, KV_LORA, HEADS_DIM, FFN, EXPERT_FFN, VOCAB, INDEX_DIM = 8, 6, 4, 12, 16, 4, 32, 4
 MTP = 2
-LINEAR = {
-    "q_a_proj",
-    "q_b_proj",
-    "kv_a_proj_with_mqa",
-    "kv_b_proj",
-    "o_proj",
-    "gate_proj",
-    "up_proj",
-    "down_proj",
-    "eh_proj",
-    "wq_b",
-    "wk",
-    "weights_proj",
-}
-INDEXER = ("wq_b.weight", "wk.weight", "k_norm.weight", "k_norm.bias", "weights_proj.weight")
 _NAMES = {"BF16": "bfloat16", "F32": "float32", "F16": "float16"}
 
 
@@ -109,26 +96,6 @@ def reference_arrays(seed: int = 0) -> Arrays:
     return tensors
 
 
-def _paddle_name(name: str) -> str:
-    if name == "model.embed_tokens.weight":
-        return "model.embedding.embed_tokens.weight"
-    if name == "lm_head.weight":
-        return "model.lm_head.weight"
-    mtp = f"model.layers.{MTP}."
-    if name.startswith(mtp):
-        rest = name[len(mtp) :]
-        if rest == "shared_head.norm.weight":
-            name = f"{mtp}norm.weight"
-        elif rest.split(".")[0] in (
-            "self_attn",
-            "mlp",
-            "input_layernorm",
-            "post_attention_layernorm",
-        ):
-            name = f"{mtp}transformer_layer.{rest}"
-    return name.replace(".self_attn.indexer.", ".self_attn.core_attention.indexer.")
-
-
 def paddle_arrays(reference: Arrays, *, drop_mtp_indexer: bool = False) -> Arrays:
     converted: Arrays = {}
     for name, (dtype, array) in reference.items():
@@ -138,7 +105,7 @@ def paddle_arrays(reference: Arrays, *, drop_mtp_indexer: bool = False) -> Array
             value = np.ascontiguousarray(array.T)
         if name.endswith(".mlp.gate.weight"):
             kind, value = "F32", array.astype("<u4") << 16
-        converted[_paddle_name(name)] = (kind, value)
+        converted[paddle_name(name, MTP)] = (kind, value)
     for name in [n for n in converted if n.endswith(".gate_proj.weight")]:
         up = name.replace(".gate_proj.", ".up_proj.")
         fused = np.concatenate([converted.pop(name)[1], converted.pop(up)[1]], axis=1)

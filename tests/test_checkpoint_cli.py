@@ -174,7 +174,7 @@ def test_inventory_diff_names_the_five_and_explains_the_rest(
     assert (
         f"model.layers.{MTP}.self_attn.indexer.wk.weight: missing on the candidate side" in text.out
     )
-    assert "naming     8  linear-transpose, ffn-fusion" in text.out
+    assert "  naming  linear-transpose, ffn-fusion: 8 in 6 families" in text.out
 
 
 def test_aoa_statements_give_the_same_survey(

@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING
 
 from gates.checkpoints.digest import checkpoint_digest, default_threads, hash_shards
 from gates.checkpoints.hygiene import Finding, hygiene
+from gates.checkpoints.incomplete import changed_while_checked, incomplete_findings, stat_keys
 from gates.checkpoints.layout import Checkpoint, load_checkpoint
 from gates.checkpoints.rules import RuleSet
 from gates.checkpoints.survey import Survey, survey
@@ -51,6 +52,7 @@ class CheckpointReport:
     hygiene: tuple[Finding, ...]
     contents: dict[str, str]
     shards_hashed: tuple[str, ...]
+    incomplete: tuple[str, ...] = ()
 
     @property
     def valid(self) -> bool:
@@ -73,6 +75,15 @@ class CheckpointReport:
         }
 
 
+def inspect_checkpoint(folder: Path) -> tuple[Checkpoint, tuple[Finding, ...], tuple[str, ...]]:
+    """Headers, hygiene and signs of an unfinished write; an unfinished checkpoint is invalid."""
+    checkpoint = load_checkpoint(folder)
+    findings = tuple(hygiene(folder))
+    incomplete = tuple(incomplete_findings(folder, checkpoint.index_present))
+    checkpoint.problems.extend(f"incomplete: {finding}" for finding in incomplete)
+    return checkpoint, findings, incomplete
+
+
 def check_checkpoint(
     root: Path,
     relpath: str,
@@ -81,22 +92,33 @@ def check_checkpoint(
     threads: int | None = None,
     shard_range: ShardRange | None = None,
     hash_contents: bool = True,
+    label: str | None = None,
 ) -> CheckpointReport:
-    """Read headers, check hygiene, and hash the (selected) shards of one checkpoint."""
-    checkpoint = load_checkpoint(root / relpath)
-    findings = tuple(hygiene(root / relpath))
+    """Read headers, check hygiene, and hash the (selected) shards of one checkpoint.
+
+    ``label`` names the checkpoint in reports and the cache (``external:<root>/...`` for a
+    checkpoint below an external root, whose ``root`` is then that root).
+    """
+    folder = root / relpath if relpath else root
+    name = label if label is not None else relpath
+    checkpoint, findings, incomplete = inspect_checkpoint(folder)
     shards = sorted(checkpoint.shards)
     selected = shard_range.select(shards) if shard_range else shards
     contents: dict[str, str] = {}
     if hash_contents and checkpoint.valid:
+        before = stat_keys(folder, selected)
         contents = hash_shards(
             checkpoint,
             selected,
             cache=cache,
-            cache_prefix=relpath,
+            cache_prefix=name,
             threads=threads or default_threads(),
         )
-    return CheckpointReport(relpath, checkpoint, findings, contents, tuple(selected))
+        changed = changed_while_checked(before, stat_keys(folder, selected))
+        if changed:
+            checkpoint.problems.extend(f"incomplete: {finding}" for finding in changed)
+            incomplete += tuple(changed)
+    return CheckpointReport(name, checkpoint, findings, contents, tuple(selected), incomplete)
 
 
 @dataclass(frozen=True)

@@ -5,19 +5,23 @@ from __future__ import annotations
 
 import hashlib
 import json
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
 from gates import exitcodes
 from gates.canonical import strict_loads
 from gates.checkpoints.check import CheckpointReport, ShardRange, check_checkpoint, compare_pair
-from gates.checkpoints.digest import checkpoint_digest
+from gates.checkpoints.digest import checkpoint_digest, default_threads
+from gates.checkpoints.layout import INDEX_NAME
+from gates.checkpoints.ranks import DEFAULT_TIMEOUT_S, launcher_world
 from gates.checkpoints.rulefile import load_ruleset, workspace_ruleset
 from gates.checkpoints.rules import RuleSet
 from gates.commands import Echo
 from gates.commands.outputs import render_figures, write_checker_output
 from gates.engine import judge_workspace
 from gates.errors import GatesError
+from gates.external import Location, locate, roots_of
 from gates.hashing import StatCache, cache_file
 from gates.paths import to_workspace_relpath
 from gates.receipts.model import ArtifactKind
@@ -43,12 +47,24 @@ def _document(report: CheckpointReport, mode: str) -> dict[str, object]:
         "format": CHECK_FORMAT,
         "mode": mode,
         **{k: figures[k] for k in ("path", "valid", "problems", "hygiene_clean", "hygiene")},
+        "incomplete": list(report.incomplete),
         "tensor_count": figures["tensor_count"],
         "shard_count": figures["shard_count"],
         "digest": figures["digest"] if mode != "partial" else None,
         "layout_digest": layout_digest(report),
         "against": None,
     }
+
+
+def bound_files(location: Location, report: CheckpointReport) -> tuple[str, ...]:
+    """The external files a check of a checkpoint below an external root binds: index and
+    shards, as ``external:<root>/<relpath>`` subjects of its receipt."""
+    if not location.external or not report.valid:
+        return ()
+    names = sorted(report.checkpoint.shards)
+    if report.checkpoint.index_present:
+        names.append(INDEX_NAME)
+    return tuple(f"{location.label}/{name}" for name in names)
 
 
 def resolve_rules(workspace: Workspace, rules: str | None, cwd: Path) -> tuple[RuleSet, str | None]:
@@ -70,12 +86,43 @@ def check(
     cwd: Path,
     as_json: bool,
     echo: Echo,
+    rank_timeout: float = DEFAULT_TIMEOUT_S,
 ) -> int:
-    """Exit 1 when the checkpoint is invalid or unclean, or differs from ``against``."""
-    root = workspace.root
-    relpath = to_workspace_relpath(root, folder, cwd)
-    cache = StatCache(cache_file(root))
-    report = check_checkpoint(root, relpath, cache=cache, threads=threads, shard_range=shard_range)
+    """Exit 1 when the checkpoint is invalid or unclean, or differs from ``against``.
+
+    Under `paddle.distributed.launch` (world size > 1) the launcher's ranks share the work.
+    """
+    roots = roots_of(workspace)
+    world = launcher_world()
+    if world.size > 1:
+        if shard_range or against:
+            raise GatesError(
+                "under paddle.distributed.launch the ranks split the shards themselves: "
+                "no --shard-range or --against"
+            )
+        from gates.commands import checkpoint_ranks  # noqa: PLC0415  (loads Paddle)
+
+        return checkpoint_ranks.check_by_ranks(
+            workspace,
+            folder,
+            world,
+            cwd=cwd,
+            threads=threads,
+            output=output,
+            timeout_s=rank_timeout,
+            as_json=as_json,
+            echo=echo,
+        )
+    location = locate(roots, folder, cwd)
+    cache = StatCache(cache_file(workspace.root))
+    report = check_checkpoint(
+        location.base,
+        location.relpath,
+        cache=cache,
+        threads=threads,
+        shard_range=shard_range,
+        label=location.label,
+    )
     document = _document(report, "partial" if shard_range else "full")
     if shard_range:
         document["shard_range"] = {
@@ -87,8 +134,9 @@ def check(
     failed = not report.valid or bool(report.hygiene)
     if against and not shard_range:
         ruleset, _ = resolve_rules(workspace, rules, cwd)
+        other = locate(roots, against, cwd)
         reference = check_checkpoint(
-            root, to_workspace_relpath(root, against, cwd), cache=cache, threads=threads
+            other.base, other.relpath, cache=cache, threads=threads, label=other.label
         )
         pair = compare_pair(reference, report, ruleset)
         document["against"] = {
@@ -97,9 +145,40 @@ def check(
             **pair.figures(),
         }
         failed = failed or not pair.figures()["hash_match"]
+    subjects = bound_files(location, report) if not shard_range else ()
+    remember_file_digests(location, subjects, cache, threads)
     cache.save()
+    return finish(workspace, document, output, subjects, failed=failed, as_json=as_json, echo=echo)
+
+
+def remember_file_digests(
+    location: Location, subjects: tuple[str, ...], cache: StatCache, threads: int | None
+) -> None:
+    """sha256 the bound external files in parallel now, so the receipt finds them in the cache."""
+    if not subjects:
+        return
+    with ThreadPoolExecutor(max_workers=threads or default_threads()) as pool:
+        futures = []
+        for subject in subjects:
+            path = location.path / subject.removeprefix(location.label + "/")
+            futures.append(pool.submit(cache.digest, subject, path, path.stat()))
+        for future in futures:
+            future.result()
+
+
+def finish(
+    workspace: Workspace,
+    document: dict[str, object],
+    output: str,
+    subjects: tuple[str, ...],
+    *,
+    failed: bool,
+    as_json: bool,
+    echo: Echo,
+) -> int:
+    """Write the output and its receipt (binding ``subjects`` too), show the figures."""
     receipt, artifact = write_checker_output(
-        workspace, output, ArtifactKind.CHECKPOINT_CHECK, document, []
+        workspace, output, ArtifactKind.CHECKPOINT_CHECK, document, [], extra_subjects=subjects
     )
     shown = {k: v for k, v in document.items() if k not in ("tensor_contents", "format")}
     echo(render_figures(shown, receipt, artifact, as_json=as_json))

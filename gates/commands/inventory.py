@@ -2,18 +2,21 @@
 
 from __future__ import annotations
 
+import contextlib
+import gc
 import json
-from collections import Counter
+from collections.abc import Iterator
 from pathlib import Path
 
 from gates import exitcodes
 from gates.checkpoints.check import check_checkpoint
+from gates.checkpoints.families import by_family, grouped
 from gates.checkpoints.survey import Survey, survey
 from gates.commands import Echo
 from gates.commands.checkpoint import resolve_rules
 from gates.commands.outputs import write_checker_output
+from gates.external import locate, roots_of
 from gates.hashing import StatCache
-from gates.paths import to_workspace_relpath
 from gates.receipts.model import ArtifactKind
 from gates.workspace import Workspace
 
@@ -43,7 +46,22 @@ def survey_document(
     }
 
 
+FIRST = 3
+
+
+def _families(count: int) -> str:
+    return f"{count} famil{'y' if count == 1 else 'ies'}"
+
+
+def _more(shown: int, total: int) -> list[str]:
+    return [f"  ... and {total - shown} more (the full list is in the JSON output)"] * (
+        total > shown
+    )
+
+
 def render_text(document: dict[str, object], found: Survey) -> str:
+    """Counts, then each group (structural by family; explained by rule, then by family),
+    the first few of each; readable for 60,000 tensors. The JSON output lists everything."""
     counts = found.counts()
     lines = [
         f"reference {document['reference']['path']}: {found.reference_count} tensors",  # type: ignore[index]
@@ -52,25 +70,53 @@ def render_text(document: dict[str, object], found: Survey) -> str:
         + ", ".join(f"{klass} {n}" for klass, n in counts.items()),
     ]
     for side in ("reference", "candidate"):
-        lines += [f"invalid {side}: {p}" for p in document[side]["problems"]]  # type: ignore[index]
-    lines += [f"rule problem: {p}" for p in found.rule_problems]
-    if found.structural:
-        lines.append("structural:")
-        lines += [
-            f"  {d.detail}" if not d.reference else f"  {d.reference[0]}: {d.detail}"
-            for d in found.structural
-        ]
-    explained = Counter(
-        (d.klass, ", ".join(d.rules)) for d in found.differences if d.klass != "structural"
+        problems = document[side]["problems"]  # type: ignore[index]
+        lines += [f"invalid {side}: {p}" for p in problems[:5]]
+        lines += _more(5, len(problems))
+    lines += [f"rule problem: {p}" for p in found.rule_problems[:5]]
+    lines += _more(5, len(found.rule_problems))
+    structural = found.structural
+    if structural:
+        details = {(d.reference or d.candidate)[0]: d.detail for d in structural}
+        families = by_family(details)
+        lines.append(f"structural: {len(structural)} in {_families(len(families))}")
+        for key, count, first in families[:10]:
+            lines.append(f"  {count:>6}  {key}")
+            lines.append(f"          e.g. {first}: {details[first]}")
+        lines += _more(10, len(families))
+    explained = grouped(
+        (f"{d.klass:<7} {', '.join(d.rules)}", d.reference[0])
+        for d in found.differences
+        if d.klass != "structural" and d.reference
     )
     if explained:
         lines.append("explained by rules:")
-        lines += [
-            f"  {klass:<7} {n:>4}  {rules}" for (klass, rules), n in sorted(explained.items())
-        ]
+        for key, names in explained.items():
+            families = by_family(names)
+            lines.append(f"  {key}: {len(names)} in {_families(len(families))}")
+            lines += [f"    {count:>6}  {fam}" for fam, count, _ in families[:FIRST]]
+            if len(families) > FIRST:
+                more = len(families) - FIRST
+                lines.append(f"    ... and {more} more famil{'y' if more == 1 else 'ies'}")
     return "\n".join(lines)
 
 
+@contextlib.contextmanager
+def collector_paused() -> Iterator[None]:
+    """Pause Python's cyclic garbage collector: a full-size survey allocates millions of small,
+    acyclic objects (entries, nodes, differences) and the collector's repeated passes over
+    them cost about a quarter of the CPU time (docs/performance.md). Everything is freed by
+    reference counting; the collector runs again afterwards."""
+    was_enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if was_enabled:
+            gc.enable()
+
+
+@collector_paused()
 def diff(
     workspace: Workspace,
     reference: str,
@@ -83,14 +129,15 @@ def diff(
     echo: Echo,
 ) -> int:
     """Exit 1 when a structural difference remains or either side is invalid."""
-    root = workspace.root
+    roots = roots_of(workspace)
     ruleset, rules_source = resolve_rules(workspace, rules, cwd)
     cache = StatCache(None)
+    ref_at, cand_at = locate(roots, reference, cwd), locate(roots, candidate, cwd)
     ref = check_checkpoint(
-        root, to_workspace_relpath(root, reference, cwd), cache=cache, hash_contents=False
+        ref_at.base, ref_at.relpath, cache=cache, hash_contents=False, label=ref_at.label
     )
     cand = check_checkpoint(
-        root, to_workspace_relpath(root, candidate, cwd), cache=cache, hash_contents=False
+        cand_at.base, cand_at.relpath, cache=cache, hash_contents=False, label=cand_at.label
     )
     found = survey(ref.checkpoint, cand.checkpoint, ruleset)
     problems = (list(ref.checkpoint.problems), list(cand.checkpoint.problems))

@@ -59,16 +59,18 @@ def write_checker_output(
     inputs: list[tuple[str, Judgement | None]],
     *,
     extra_probe_reasons: tuple[str, ...] = (),
+    extra_subjects: tuple[str, ...] = (),
 ) -> tuple[Receipt, str]:
     """Write ``document`` beside ``receipt_path`` atomically, then its receipt.
 
     The receipt names the input receipts by id and is probe when an input has
-    no accepted receipt or counts as probe.
+    no accepted receipt or counts as probe. ``extra_subjects`` are bound beside the output
+    (e.g. the files of a checkpoint below an external root).
     """
     artifact = artifact_path(receipt_path)
     request = ReceiptRequest(
         kind=kind,
-        subjects=(artifact,),
+        subjects=(artifact, *extra_subjects),
         profile=shared_profile([j for _, j in inputs]),
         inputs=tuple(j.receipt.id for _, j in inputs if j and j.receipt),
         output=receipt_path,

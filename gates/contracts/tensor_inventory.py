@@ -11,8 +11,9 @@ from gates.checkpoints.check import CheckpointReport, check_checkpoint, compare_
 from gates.checkpoints.rulefile import RULE_KEYS, ruleset_from_params
 from gates.contracts.model import Criterion, EvaluationContext, EvaluationError
 from gates.errors import ConfigError, UnsafePathError
+from gates.external import ExternalRoots, is_external, roots_of, split_external
 from gates.hashing import StatCache, cache_file
-from gates.paths import check_relpath
+from gates.paths import check_relpath, resolve_inside
 
 if TYPE_CHECKING:
     from gates.checkpoints.content import ContentComparison
@@ -32,8 +33,11 @@ class Params(BaseModel):
 def _parse(raw: dict[str, Any]) -> Params:
     try:
         params = Params.model_validate({k: v for k, v in raw.items() if k not in RULE_KEYS})
-        check_relpath(params.reference, what="params.reference")
-        check_relpath(params.candidate, what="params.candidate")
+        for key, value in (("reference", params.reference), ("candidate", params.candidate)):
+            if is_external(value):
+                split_external(value, what=f"params.{key}")
+            else:
+                check_relpath(value, what=f"params.{key}")
     except ValidationError as exc:
         first = exc.errors()[0]
         raise EvaluationError(
@@ -93,12 +97,25 @@ def evaluate(context: EvaluationContext, raw: dict[str, Any]) -> list[Criterion]
         ruleset = ruleset_from_params(raw, "tensor-inventory contract")
     except ConfigError as exc:
         raise EvaluationError(exc.message) from None
-    root = context.workspace.root
-    cache = StatCache(cache_file(root))
+    roots = roots_of(context.workspace)
+    cache = StatCache(cache_file(context.workspace.root))
     hashing = params.require_hash_match
-    reference = check_checkpoint(root, params.reference, cache=cache, hash_contents=hashing)
-    candidate = check_checkpoint(root, params.candidate, cache=cache, hash_contents=hashing)
+    sides = {
+        side: _side_report(roots, path, cache, hashing)
+        for side, path in (("reference", params.reference), ("candidate", params.candidate))
+    }
     cache.save()
+    paths = {"reference": params.reference, "candidate": params.candidate}
+    unusable = [
+        Criterion(f"{side}_valid", False, f"{paths[side]}: {found}")
+        for side, found in sides.items()
+        if isinstance(found, str)
+    ]
+    reference, candidate = sides["reference"], sides["candidate"]
+    if not isinstance(reference, CheckpointReport) or not isinstance(candidate, CheckpointReport):
+        not_comparable = "not comparable until both checkpoints can be read"
+        unusable.append(Criterion("no_structural_difference", False, not_comparable))
+        return unusable
     criteria = _side_criteria("reference", reference) + _side_criteria("candidate", candidate)
     if not (reference.valid and candidate.valid):
         not_comparable = "not comparable until both checkpoints are valid"
@@ -111,3 +128,20 @@ def evaluate(context: EvaluationContext, raw: dict[str, Any]) -> list[Criterion]
     if hashing:
         criteria.append(_hash_match(pair.content))
     return criteria
+
+
+def _side_report(
+    roots: ExternalRoots, path: str, cache: StatCache, hashing: bool
+) -> CheckpointReport | str:
+    """The checkpoint at a workspace path or ``external:<root>/...``; a root that cannot be
+    used on this machine is the reason, naming the root."""
+    if not is_external(path):
+        return check_checkpoint(roots.workspace, path, cache=cache, hash_contents=hashing)
+    try:
+        name, relpath = split_external(path)
+        base = roots.root(name)
+        if relpath:
+            resolve_inside(base, relpath, what="checkpoint")
+    except UnsafePathError as exc:
+        return exc.message
+    return check_checkpoint(base, relpath, cache=cache, hash_contents=hashing, label=path)

@@ -14,6 +14,7 @@ from gates import __version__
 from gates.atomic import write_text_atomic
 from gates.canonical import content_id, pretty_json
 from gates.errors import ReceiptError, UnsafePathError
+from gates.external import roots_of, subject_file
 from gates.freeze import FreezeReport, Reason, evaluate_freeze
 from gates.hashing import StatCache
 from gates.paths import is_under, resolve_inside
@@ -58,14 +59,16 @@ def default_output(first_subject: str) -> str:
     return str(path.with_name(path.name.removesuffix(path.suffix) + RECEIPT_SUFFIX))
 
 
-def _subject_path(root: Path, relpath: str) -> tuple[Path, os.stat_result]:
+def _subject_path(workspace: Workspace, relpath: str) -> tuple[Path, os.stat_result]:
+    """A subject's file: in the workspace, or below an external root (``external:...``)."""
+    path = workspace.root / relpath
     try:
-        path = resolve_inside(root, relpath, what="subject")
+        path = subject_file(workspace.root, roots_of(workspace), relpath)
         info = os.lstat(path)
     except FileNotFoundError:
-        raise ReceiptError(f"subject {relpath} does not exist", file=root / relpath) from None
+        raise ReceiptError(f"subject {relpath} does not exist", file=path) from None
     if not stat.S_ISREG(info.st_mode):
-        raise ReceiptError(f"subject {relpath} is not a regular file", file=root / relpath)
+        raise ReceiptError(f"subject {relpath} is not a regular file", file=path)
     return path, info
 
 
@@ -162,7 +165,7 @@ def create_receipt(
         raise ReceiptError("a subject is listed twice")
     try:
         out_path = _output_path(workspace, request)
-        located = [(rel, *_subject_path(root, rel)) for rel in request.subjects]
+        located = [(rel, *_subject_path(workspace, rel)) for rel in request.subjects]
     except UnsafePathError as exc:
         raise ReceiptError(exc.message, hint=exc.hint) from None
     cache = cache or StatCache(None)

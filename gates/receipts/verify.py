@@ -14,6 +14,7 @@ from pydantic import ValidationError
 
 from gates.canonical import content_id, strict_loads
 from gates.errors import UnsafePathError
+from gates.external import ExternalRootError, ExternalRoots, subject_file
 from gates.hashing import StatCache
 from gates.paths import resolve_inside
 from gates.receipts.model import EvidenceClass, Receipt
@@ -119,17 +120,24 @@ def parse_receipt(document: object) -> Receipt:
 
 
 def check_subjects(
-    root: Path, receipt: Receipt, cache: StatCache, checked_dirs: set[str] | None = None
+    root: Path,
+    receipt: Receipt,
+    cache: StatCache,
+    checked_dirs: set[str] | None = None,
+    external: ExternalRoots | None = None,
 ) -> None:
-    """Every subject exists as a regular file inside the workspace with its recorded digest."""
+    """Every subject exists as a regular file inside the workspace (or below an external root
+    of ``external``) with its recorded digest."""
     seen: set[str] = set()
     for subject in receipt.subjects:
         if subject.path in seen:
             raise ReceiptRejectedError(f"subject {subject.path} is listed twice")
         seen.add(subject.path)
         try:
-            path = resolve_inside(root, subject.path, what="subject", checked_dirs=checked_dirs)
+            path = subject_file(root, external, subject.path, checked_dirs=checked_dirs)
             info = os.lstat(path)
+        except ExternalRootError as exc:
+            raise ReceiptRejectedError(f"unverifiable here: {exc.message}") from None
         except UnsafePathError as exc:
             raise ReceiptRejectedError(exc.message) from None
         except FileNotFoundError:
@@ -156,12 +164,13 @@ class JudgingContext:
     pin_source_tree: str | None
     checked_dirs: set[str] = field(default_factory=set)
     anchors: Anchors = NO_ANCHORS
+    external: ExternalRoots | None = None
 
 
 def judge(context: JudgingContext, relpath: str) -> Judgement:
     try:
         receipt = read_receipt(context.root, relpath, context.cache, context.checked_dirs)
-        check_subjects(context.root, receipt, context.cache, context.checked_dirs)
+        check_subjects(context.root, receipt, context.cache, context.checked_dirs, context.external)
     except ReceiptRejectedError as exc:
         return Judgement(relpath, None, Status.REJECTED, str(exc))
     attestation = attest(context, relpath, receipt)

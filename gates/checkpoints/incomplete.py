@@ -1,0 +1,116 @@
+"""A checkpoint still being written, or cut short: reported as incomplete, never as valid.
+
+Signs of a write in progress: a partial file beside the shards (``*.tmp``,
+``*.part``, ``*.incomplete``, a hidden temp copy of a shard), numbered shards
+(``-00003-of-00010``) with some numbers missing, several shards and no index
+yet, and a shard whose size or mtime changes while it is checked. A shard
+whose header declares more data than the file holds is named as truncated
+(cut short on the file system, or not yet fully written).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import struct
+from collections.abc import Iterable
+from pathlib import Path
+
+from gates.checkpoints.layout import INDEX_NAME, SHARD_SUFFIX
+
+PARTIAL_SUFFIXES = (".tmp", ".part", ".partial", ".incomplete")
+_NUMBERED = re.compile(r"-(\d{5})-of-(\d{5})\.safetensors$")
+_MAX_HEADER = 100 * 1024 * 1024
+
+StatKey = tuple[int, int]
+
+
+def _partial(name: str) -> bool:
+    if SHARD_SUFFIX not in name and INDEX_NAME not in name:
+        return False
+    return name.endswith(PARTIAL_SUFFIXES) or (name.startswith(".") and name != INDEX_NAME)
+
+
+def truncation(path: Path) -> str | None:
+    """Why a shard is shorter than its header says, or None (also when the header is unreadable:
+    the layout check names that)."""
+    try:
+        with path.open("rb") as handle:
+            size = os.fstat(handle.fileno()).st_size
+            prefix = handle.read(8)
+            if len(prefix) < 8:
+                return None
+            (length,) = struct.unpack("<Q", prefix)
+            if length > _MAX_HEADER or 8 + length > size:
+                return None
+            document = json.loads(handle.read(length))
+    except (OSError, ValueError):
+        return None
+    ends = [
+        info["data_offsets"][1]
+        for key, info in document.items()
+        if key != "__metadata__"
+        and isinstance(info, dict)
+        and isinstance(info.get("data_offsets"), list)
+        and len(info["data_offsets"]) == 2
+        and isinstance(info["data_offsets"][1], int)
+    ]
+    need = 8 + length + max(ends, default=0)
+    if need > size:
+        return (
+            f"shard {path.name} is truncated: its header declares {need} bytes, the file holds "
+            f"{size} (cut short on the file system, or still being written)"
+        )
+    return None
+
+
+def incomplete_findings(folder: Path, index_present: bool) -> list[str]:
+    """Every sign that the checkpoint in ``folder`` is not completely written."""
+    if not folder.is_dir():
+        return []
+    names = sorted(entry.name for entry in os.scandir(folder))
+    findings = [
+        f"{name}: a partial file is still there (a write in progress?)"
+        for name in names
+        if _partial(name)
+    ]
+    shards = [n for n in names if n.endswith(SHARD_SUFFIX) and not n.startswith(".")]
+    totals: dict[int, set[int]] = {}
+    for name in shards:
+        match = _NUMBERED.search(name)
+        if match:
+            totals.setdefault(int(match.group(2)), set()).add(int(match.group(1)))
+    for total, present in sorted(totals.items()):
+        missing = sorted(set(range(1, total + 1)) - present)
+        if missing:
+            listed = ", ".join(f"{n:05d}" for n in missing[:5])
+            more = f" and {len(missing) - 5} more" if len(missing) > 5 else ""
+            findings.append(
+                f"shard(s) {listed}{more} of {total:05d} missing (still being written?)"
+            )
+    if len(shards) > 1 and not index_present:
+        findings.append(f"{len(shards)} shards but no {INDEX_NAME} (not yet written?)")
+    findings += [found for name in shards if (found := truncation(folder / name))]
+    return findings
+
+
+def stat_keys(folder: Path, shards: Iterable[str]) -> dict[str, StatKey]:
+    """(size, mtime_ns) of each shard, to see whether one changes while it is checked."""
+    keys: dict[str, StatKey] = {}
+    for shard in shards:
+        try:
+            info = (folder / shard).stat()
+        except OSError:
+            continue
+        keys[shard] = (info.st_size, info.st_mtime_ns)
+    return keys
+
+
+def changed_while_checked(before: dict[str, StatKey], after: dict[str, StatKey]) -> list[str]:
+    return [
+        f"shard {shard} changed while it was checked ({before[shard][0]} -> "
+        f"{after.get(shard, (0, 0))[0]} bytes): still being written?"
+        for shard in sorted(before)
+        if after.get(shard) != before[shard]
+    ]
