@@ -19,6 +19,7 @@ MODULES: dict[str, str] = {
     "manifest_format_key": "manifest_format_key",
     "results_schema_and_provenance": "results_schema_and_provenance",
     "tensor_inventory": "tensor_inventory",
+    "tensor_alignment": "tensor_alignment",
 }
 
 #: The check whose contract decides whether any receipt may count (DESIGN.md).

@@ -14,6 +14,8 @@ class ArtifactKind(StrEnum):
     LOSS_CHECK = "loss_check"
     CHECKPOINT_CHECK = "checkpoint_check"
     STRUCTURE_PARITY = "structure_parity"
+    TENSOR_DUMP = "tensor_dump"
+    TENSOR_CHECK = "tensor_check"
 
 
 class Framework(StrEnum):
