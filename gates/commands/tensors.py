@@ -16,7 +16,7 @@ from gates.paths import resolve_inside, to_workspace_relpath
 from gates.receipts.model import ArtifactKind, Receipt
 from gates.receipts.verify import Judgement
 from gates.tensors.compare import Comparison, Selection, compare_dumps
-from gates.tensors.layout import ORDER_FILE, open_dump, tensors_root
+from gates.tensors.layout import ORDER_FILE, TENSORS_FOLDER, open_dump, tensors_root
 from gates.workspace import Workspace
 
 TENSOR_CHECK_FORMAT = "gates.tensor_check/v1"
@@ -35,7 +35,12 @@ def dump_binding(relpath: str, judgements: tuple[Judgement, ...]) -> Judgement |
 
 
 def is_dump(path: Path) -> bool:
-    return tensors_root(path) is not None
+    """A `tensors/` folder, or a run folder with a dump and no losses (a run folder with
+    losses is compared at loss granularity, as before; give its tensors/ for the dump)."""
+    if path.name == TENSORS_FOLDER:
+        return tensors_root(path) is not None
+    has_losses = any((path / name).is_file() for name in ("loss.json", "raw_loss.jsonl"))
+    return not has_losses and tensors_root(path) is not None
 
 
 def _ruleset(workspace: Workspace, rules: str | None, cwd: Path) -> tuple[RuleSet, str | None]:

@@ -204,8 +204,10 @@ def map_phase(
     reference: dict[str, TensorEntry],
     ruleset: RuleSet,
     slots: dict[str, str],
+    candidate_slots: frozenset[str] = frozenset(),
 ) -> tuple[dict[str, Mapped], list[str]]:
-    """Candidate name -> what the rules predict, and the rule problems (named)."""
+    """Candidate name -> what the rules predict, and the rule problems (named). A slot the
+    candidate also uses keeps its name (torch against torch); others map through ``slots``."""
     if phase != "optimizer":
         expectation = expect(_inventory(reference), ruleset)
         return (
@@ -221,7 +223,7 @@ def map_phase(
     for slot, inventory in sorted(by_slot.items()):
         expectation = expect(inventory, ruleset)
         problems += [f"slot {slot}: {p}" for p in expectation.problems]
-        target = slots.get(slot, slot)
+        target = slot if slot in candidate_slots else slots.get(slot, slot)
         for param, node in expectation.nodes.items():
             name = f"{param}{SLOT_SEPARATOR}{target}"
             mapped[name] = Mapped(name, node, f"{SLOT_SEPARATOR}{slot}")
@@ -545,7 +547,12 @@ def _compare_phase(
         tally.missing += max(count, 1)
         result.problems.append(f"{where}: no {phase}.safetensors in the {absent} dump")
         return []
-    mapped, problems = map_phase(phase, ref_file.header.tensors, ruleset, slots)
+    candidate_slots = (
+        frozenset(split_slot(name)[1] for name in cand_file.header.tensors)
+        if phase == "optimizer"
+        else frozenset()
+    )
+    mapped, problems = map_phase(phase, ref_file.header.tensors, ruleset, slots, candidate_slots)
     result.problems += [f"{where}: {p}" for p in problems]
     for item in mapped.values():
         used_rules.update(item.node.rules)

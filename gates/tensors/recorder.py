@@ -273,6 +273,7 @@ def receipt_dump(folder: Path, framework: str) -> None:
     """Outside `gates run`: one tensor_dump receipt over the dump, if in a gates workspace."""
     from gates.receipts.create import ReceiptRequest, create_receipt  # noqa: PLC0415
     from gates.receipts.model import ArtifactKind, Framework  # noqa: PLC0415
+    from gates.paths import is_under  # noqa: PLC0415
     from gates.workspace import open_workspace  # noqa: PLC0415
 
     try:
@@ -280,6 +281,8 @@ def receipt_dump(folder: Path, framework: str) -> None:
     except GatesError:
         return
     base = folder.resolve().relative_to(workspace.root)
+    if not is_under(base.as_posix(), workspace.config.evidence.locations):
+        return  # not an evidence location: nothing there is ever judged
     subjects = tuple(
         (base / p.relative_to(folder)).as_posix() for p in dump_files(folder.resolve())
     )
