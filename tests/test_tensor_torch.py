@@ -54,7 +54,7 @@ def test_torch_dump_layout_slots_and_order(tmp_path: Path) -> None:
     step = tmp_path / "run/tensors/step-000002"
     order = json.loads((step / ORDER_FILE).read_text())["order"]
     assert [n for p, n in order if p == "activation"] == ["0", "1", "2", "3"]
-    assert [n for p, n in order if p == "grad"][0].startswith("3.")  # backward order
+    assert next(n for p, n in order if p == "grad").startswith("3.")  # backward order
     optimizer = load_file(step / "optimizer.safetensors")
     assert {"1.weight:exp_avg", "1.weight:exp_avg_sq"} <= set(optimizer)
     param = load_file(step / "param.safetensors")

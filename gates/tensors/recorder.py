@@ -271,9 +271,9 @@ class TensorRecorder:
 
 def receipt_dump(folder: Path, framework: str) -> None:
     """Outside `gates run`: one tensor_dump receipt over the dump, if in a gates workspace."""
+    from gates.paths import is_under  # noqa: PLC0415
     from gates.receipts.create import ReceiptRequest, create_receipt  # noqa: PLC0415
     from gates.receipts.model import ArtifactKind, Framework  # noqa: PLC0415
-    from gates.paths import is_under  # noqa: PLC0415
     from gates.workspace import open_workspace  # noqa: PLC0415
 
     try:
