@@ -117,12 +117,14 @@ def ulp_distance(a: np.ndarray, b: np.ndarray) -> int:
 
 
 def nonfinite_count(raw: np.ndarray, dtype: str) -> int:
-    """NaN and Inf elements of a raw float array (exponent bits all set)."""
-    masks = {"BF16": 0x7F80, "F16": 0x7C00, "F32": 0x7F800000, "F64": 0x7FF0000000000000}
-    if dtype not in masks:
-        return 0
-    mask = raw.dtype.type(masks[dtype])
-    return int(np.count_nonzero((raw & mask) == mask))
+    """NaN and Inf elements of a raw float array (one vectorized pass when all are finite)."""
+    if dtype in _FLOATS:
+        finite = np.isfinite(raw.view(_FLOATS[dtype]))
+        return 0 if finite.all() else int(finite.size - np.count_nonzero(finite))
+    if dtype == "BF16":
+        mask = raw.dtype.type(0x7F80)
+        return int(np.count_nonzero((raw & mask) == mask))
+    return 0
 
 
 @dataclass
@@ -177,9 +179,22 @@ class PhaseReader:
             raise DumpError("file shrank while read", file=self.file.display)
         return data
 
-    def array(self, name: str) -> np.ndarray:
+    def read_into(self, name: str, start: int, buffer: memoryview) -> None:
+        """Fill ``buffer`` from byte ``start`` of the tensor (no allocation)."""
+        offset = self.file.header.data_start + self.entry(name).start + start
+        if os.preadv(self.fd, [buffer], offset) != len(buffer):
+            raise DumpError("file shrank while read", file=self.file.display)
+
+    def array(self, name: str, into: _Buffer | None = None) -> np.ndarray:
+        """The tensor as raw elements; read into ``into``'s reused buffer when given (valid
+        until that buffer is used again)."""
         entry = self.entry(name)
-        return np.frombuffer(self.read(name), _raw_dtype(entry.dtype)).reshape(entry.shape)
+        if into is None:
+            data: bytes | memoryview = self.read(name)
+        else:
+            data = into.view(entry.nbytes)[: entry.nbytes]
+            self.read_into(name, 0, data)
+        return np.frombuffer(data, _raw_dtype(entry.dtype)).reshape(entry.shape)
 
 
 # -- the mapping -------------------------------------------------------------------------
@@ -287,33 +302,116 @@ def _origin(node: Node, leaves: dict[str, int]) -> np.ndarray:
     return parts[0]
 
 
+class _Buffer:
+    """A read buffer reused for every block of every tensor: a fresh 32 MiB buffer per
+    block costs more in page faults than the comparison itself."""
+
+    def __init__(self) -> None:
+        self.data = bytearray()
+
+    def view(self, size: int) -> memoryview:
+        if size > len(self.data):
+            self.data = bytearray(size)
+        return memoryview(self.data)
+
+
+class _Blocks:
+    def __init__(self) -> None:
+        self.a = _Buffer()
+        self.b = _Buffer()
+
+    def views(self, size: int) -> tuple[memoryview, memoryview]:
+        return self.a.view(size), self.b.view(size)
+
+
+_BLOCKS = _Blocks()
+_LEAF = _Buffer()
+_CANDIDATE = _Buffer()
+
+
 def _plain(mapped: Mapped, ref: PhaseReader, cand: PhaseReader, result: TensorResult) -> Difference:
-    """A renamed tensor: the stored bytes, block by block."""
+    """A renamed tensor: the stored bytes, block by block (memcmp; numpy only for a block
+    that differs)."""
     leaf = mapped.node.leaves()[0].name + mapped.suffix
     entry = cand.entry(mapped.candidate)
     raw = _raw_dtype(entry.dtype)
     step = max(raw.itemsize, BLOCK_BYTES - BLOCK_BYTES % raw.itemsize)
     difference = Difference()
+    view_a, view_b = _BLOCKS.views(min(step, entry.nbytes))
     for start in range(0, entry.nbytes, step):
         length = min(step, entry.nbytes - start)
-        a, b = ref.read(leaf, start, length), cand.read(mapped.candidate, start, length)
-        cand_raw = np.frombuffer(b, raw)
+        block_a, block_b = view_a[:length], view_b[:length]
+        ref.read_into(leaf, start, block_a)
+        cand.read_into(mapped.candidate, start, block_b)
+        cand_raw = np.frombuffer(block_b, raw)
         result.nonfinite += nonfinite_count(cand_raw, entry.dtype)
-        if a != b:
-            difference.add(np.frombuffer(a, raw), cand_raw, entry.dtype, start // raw.itemsize)
+        if not _BLOCKS.a.data.startswith(block_b):  # the first `length` bytes, by memcmp
+            ref_raw = np.frombuffer(block_a, raw)
+            difference.add(ref_raw, cand_raw, entry.dtype, start // raw.itemsize)
     return difference
 
 
+TILE_BYTES = 4 * 1024 * 1024
+_LAYOUT_OPS = {"leaf", "rename", "transpose", "fuse"}
+
+
+def _tiles_equal(expected: np.ndarray, actual: np.ndarray) -> bool:
+    """Equal bits, compared tile by tile: square tiles when ``actual`` is a strided 2-D view
+    (a transpose: each tile stays in cache on both sides), slabs along the first axis
+    otherwise; temporaries stay small either way."""
+    if expected.ndim == 0 or expected.size == 0:
+        return bool(np.array_equal(expected, actual))
+    if expected.ndim == 2 and not actual.flags.c_contiguous:
+        side = 512
+        rows, cols = expected.shape
+        return all(
+            np.array_equal(expected[i : i + side, j : j + side], actual[i : i + side, j : j + side])
+            for i in range(0, rows, side)
+            for j in range(0, cols, side)
+        )
+    slab = max(1, TILE_BYTES // max(1, expected[0].nbytes))
+    return all(
+        np.array_equal(expected[i : i + slab], actual[i : i + slab])
+        for i in range(0, expected.shape[0], slab)
+    )
+
+
+def _layout_equal(node: Node, actual: np.ndarray, reader: PhaseReader, suffix: str) -> bool:
+    """Does the candidate view ``actual`` hold exactly ``node``? Renames, transposes and
+    fusions are pushed down to views of the candidate, so no reference tensor is copied
+    into the candidate's layout: each leaf is read once and compared in place."""
+    if node.op == "leaf":
+        return _tiles_equal(reader.array(node.name + suffix, _LEAF), actual)
+    if node.op == "rename":
+        return _layout_equal(node.children[0], actual, reader, suffix)
+    if node.op == "transpose":
+        return _layout_equal(node.children[0], actual.T, reader, suffix)
+    offset = 0
+    for child in node.children:  # fuse: each part against its slice of the candidate
+        index = [slice(None)] * actual.ndim
+        index[node.axis] = slice(offset, offset + child.shape[node.axis])
+        if not _layout_equal(child, actual[tuple(index)], reader, suffix):
+            return False
+        offset += child.shape[node.axis]
+    return True
+
+
 def _built(mapped: Mapped, ref: PhaseReader, cand: PhaseReader, result: TensorResult) -> Difference:
-    expected, dtype = _build(mapped.node, ref, mapped.suffix)
     entry = cand.entry(mapped.candidate)
+    if mapped.node.ops() <= _LAYOUT_OPS and mapped.node.dtype == entry.dtype:
+        actual = cand.array(mapped.candidate, _CANDIDATE)
+        if _layout_equal(mapped.node, actual, ref, mapped.suffix):
+            result.nonfinite += nonfinite_count(actual, entry.dtype)
+            return Difference()
+        # a difference: build the expected tensor to locate and measure it
+    expected, dtype = _build(mapped.node, ref, mapped.suffix)
     actual = cand.array(mapped.candidate)
     result.nonfinite += nonfinite_count(actual, entry.dtype)
     compare_in = common_dtype(dtype, entry.dtype)
     a = widen(expected, dtype, compare_in).reshape(-1)
     b = widen(actual, entry.dtype, compare_in).reshape(-1)
     difference = Difference()
-    if a.tobytes() != b.tobytes():
+    if not np.array_equal(a, b):
         difference.add(a, b, compare_in, 0)
         leaves = mapped.node.leaves()
         if len(leaves) > 1 and difference.index is not None:
