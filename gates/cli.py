@@ -435,6 +435,37 @@ def check_checkpoint(
 
 
 @cli.group()
+def probe() -> None:
+    """Probes of the model itself."""
+
+
+@probe.command("consumed")
+@click.argument("entry", metavar="FILE.py:FUNCTION")
+@click.option(
+    "--tensor", "tensors", multiple=True, metavar="NAME", help="Probe this tensor (repeatable)."
+)
+@_output("outputs/consumption_probe.receipt.json")
+@_FORMAT
+@pass_state
+def probe_consumed(
+    state: State, entry: str, tensors: tuple[str, ...], output: str, output_format: str
+) -> None:
+    """Which named tensors does ENTRY's forward consume? (FUNCTION returns (forward, tensors).)"""
+    from gates.commands import probe as probe_command
+
+    code = probe_command.consumed(
+        state.workspace(),
+        entry,
+        tensors,
+        output=output,
+        cwd=state.cwd(),
+        as_json=output_format == "json",
+        echo=_echo,
+    )
+    sys.exit(code)
+
+
+@cli.group()
 def inventory() -> None:
     """Tensor inventories of checkpoints."""
 

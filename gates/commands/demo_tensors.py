@@ -4,8 +4,9 @@ located to a named tensor), and the Paddle repeats compared at every dumped tens
 
 Wire-in (gates/commands/demo.py, at the end of `_rerun`, before its `_audit`):
 
-    from gates.commands.demo_tensors import tensor_step
+    from gates.commands.demo_tensors import probe_step, tensor_step
     tensor_step(workspace, echo, PROFILE)
+    probe_step(workspace, echo)
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ from __future__ import annotations
 import json
 
 from gates.commands import Echo
+from gates.commands.probe import consumed
 from gates.commands.tensors import check_dump_determinism, check_tensors
 from gates.receipts.create import ReceiptRequest, create_receipt
 from gates.receipts.model import ArtifactKind, EvidenceClass, Framework
@@ -94,3 +96,28 @@ def tensor_step(workspace: Workspace, echo: Echo, profile: dict[str, str]) -> No
             f"  gates check determinism {REPEATS}/repeat-{{1,2,3}}/tensors: "
             f"deterministic={json.dumps(repeats['deterministic'])}"
         )
+
+
+PROBE_ENTRY = "model/probe_mtp.py:build"
+
+
+def probe_step(workspace: Workspace, echo: Echo) -> None:
+    """Does the official MTP forward consume the indexer tensors the candidate leaves out?"""
+    quiet: list[str] = []
+    consumed(
+        workspace,
+        PROBE_ENTRY,
+        (),
+        output="outputs/consumption_probe.receipt.json",
+        cwd=workspace.root,
+        as_json=True,
+        echo=quiet.append,
+    )
+    found = _document(workspace, "outputs/consumption_probe.json")
+    tensors = found["tensors"] if isinstance(found["tensors"], list) else []
+    unused = [str(t["name"]) for t in tensors if not t["consumed"]]
+    short = ", ".join(".".join(name.split(".")[-3:-1]) for name in unused)
+    echo(
+        f"  gates probe consumed {PROBE_ENTRY}: {len(unused)} of {len(tensors)} MTP tensors "
+        f"not consumed ({short})"
+    )
