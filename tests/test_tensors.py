@@ -375,3 +375,25 @@ def test_paddle_repeats_and_a_one_ulp_nudge(
     result = ws.gates(capsys, "check", "determinism", "runs/a", "runs/b")
     assert result.code == 0, result.out
     assert "deterministic=true" in result.out
+
+
+def test_frozen_parameters_are_dumped_without_gradients(tmp_path: Path) -> None:
+    import paddle  # noqa: PLC0415
+
+    from gates.tensors.recorder import TensorRecorder  # noqa: PLC0415
+
+    paddle.seed(1)
+    layer = paddle.nn.Linear(3, 2)
+    layer.bias.stop_gradient = True
+    optimizer = paddle.optimizer.SGD(learning_rate=0.1, parameters=[layer.weight])
+    with TensorRecorder(tmp_path, steps="1") as dump:
+        dump.watch(layer, optimizer)
+        dump.start_step(1)
+        layer(paddle.ones([4, 3])).sum().backward()
+        dump.record_grads()
+        optimizer.step()
+        dump.record_update()
+    folder = tmp_path / "tensors/step-000001"
+    assert set(load_file(folder / "grad.safetensors")) == {"weight"}
+    assert set(load_file(folder / "param.safetensors")) == {"weight", "bias"}
+    assert set(load_file(folder / "activation.safetensors")) == set()  # the layer itself

@@ -157,8 +157,15 @@ class TensorRecorder:
             else (dict(model.named_parameters()) if model is not None else {})
         )
         for name, parameter in given.items():
-            if selected(name, self.modules):
-                self.parameters[name] = parameter
+            if not selected(name, self.modules):
+                continue
+            self.parameters[name] = parameter
+            frozen = (
+                not parameter.requires_grad
+                if self.framework == "torch"
+                else bool(getattr(parameter, "stop_gradient", False))
+            )
+            if not frozen:  # a frozen parameter has no gradient and takes no hook
                 self._hooks.append(parameter.register_hook(self._grad_hook(name)))
         if optimizer is not None:
             self.optimizer = optimizer
