@@ -348,6 +348,56 @@ def check_determinism(state: State, runs: tuple[str, ...], output: str, output_f
     sys.exit(code)
 
 
+@check.command("tensors")
+@click.argument("reference")
+@click.argument("candidate")
+@_RULES
+@click.option("--steps", metavar="A:B", help="Only these steps (both ends included; A:, :B, N).")
+@click.option(
+    "--phase",
+    "phases",
+    multiple=True,
+    type=click.Choice(["activation", "grad", "optimizer", "param"]),
+    help="Only this phase (repeatable); a phase given must be dumped.",
+)
+@_output("outputs/tensor_check.receipt.json")
+@_FORMAT
+@pass_state
+def check_tensors(
+    state: State,
+    reference: str,
+    candidate: str,
+    rules: str | None,
+    steps: str | None,
+    phases: tuple[str, ...],
+    output: str,
+    output_format: str,
+) -> None:
+    """Compare two tensor dumps bit for bit through the naming rules; locate the first
+    divergence."""
+    from gates.commands import tensors as tensors_command
+    from gates.tensors.compare import Selection, parse_phases
+    from gates.tensors.layout import PHASES, StepRange
+
+    try:
+        step_range = StepRange.parse(steps) if steps else StepRange()
+    except ValueError as exc:
+        raise click.BadParameter(str(exc), param_hint="--steps") from None
+    selection = Selection(step_range, parse_phases(phases) if phases else PHASES, bool(phases))
+    code = tensors_command.check_tensors(
+        state.workspace(),
+        reference,
+        candidate,
+        rules=rules,
+        selection=selection,
+        output=output,
+        cwd=state.cwd(),
+        as_json=output_format == "json",
+        echo=_echo,
+    )
+    sys.exit(code)
+
+
 @check.command("checkpoint")
 @click.argument("folder", required=False)
 @click.option("--against", metavar="DIR", help="The reference checkpoint to compare with.")
@@ -492,6 +542,37 @@ def check_config(
         table=table,
         path=path,
         env=env,
+        output=output,
+        cwd=state.cwd(),
+        as_json=output_format == "json",
+        echo=_echo,
+    )
+    sys.exit(code)
+
+
+@cli.group()
+def probe() -> None:
+    """Probes of the model itself."""
+
+
+@probe.command("consumed")
+@click.argument("entry", metavar="FILE.py:FUNCTION")
+@click.option(
+    "--tensor", "tensors", multiple=True, metavar="NAME", help="Probe this tensor (repeatable)."
+)
+@_output("outputs/consumption_probe.receipt.json")
+@_FORMAT
+@pass_state
+def probe_consumed(
+    state: State, entry: str, tensors: tuple[str, ...], output: str, output_format: str
+) -> None:
+    """Which named tensors does ENTRY's forward consume? (FUNCTION returns (forward, tensors).)"""
+    from gates.commands import probe as probe_command
+
+    code = probe_command.consumed(
+        state.workspace(),
+        entry,
+        tensors,
         output=output,
         cwd=state.cwd(),
         as_json=output_format == "json",

@@ -44,7 +44,11 @@ def test_demo_shows_the_blocked_pr_then_what_discharges(capsys: pytest.CaptureFi
     assert found["contract_environment.source-freeze-head-vs-pin"] == "discharged"
     assert found["acceptance_oracle.results-schema-and-provenance"] == "discharging"
     assert found["contract_environment.tensor-inventory"] == "discharging"
-    assert "formal_alignment_steps = 2 / 100" in after
-    assert "first divergence at step 3" in after
+    assert "formal_alignment_steps = 4 / 100" in after
+    assert "first divergence at step 5" in after
     assert "model.layers.1.self_attn.indexer" in after
+    # tensor level: the first divergence located to a named tensor, repeats identical
+    assert "first divergence: step 1 activation model.layers.0.input_layernorm" in after
+    assert "repeat-{1,2,3}/tensors: deterministic=true" in after
+    assert "5 of 10 MTP tensors not consumed" in after
     assert after.count("verdict=blocked") == 1

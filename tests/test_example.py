@@ -23,6 +23,21 @@ DETERMINISTIC = [
         f"experiments/e053-moe-determinism/runs/paddle_det/repeat-{i}/raw_loss.jsonl"
         for i in (1, 2, 3)
     ),
+    *(
+        f"{run}/tensors/step-{step:06d}/{name}"
+        for run in (
+            "results/paddle",
+            *(f"experiments/e053-moe-determinism/runs/paddle_det/repeat-{i}" for i in (1, 2, 3)),
+        )
+        for step in (1, 2, 3)
+        for name in (
+            "activation.safetensors",
+            "grad.safetensors",
+            "optimizer.safetensors",
+            "param.safetensors",
+            "order.json",
+        )
+    ),
 ]
 
 
@@ -46,6 +61,6 @@ def test_the_recorded_runs_tell_the_seed_story() -> None:
     paddle = json.loads((EXAMPLE / "results/paddle/loss.json").read_text())["losses"]
     assert len(torch) == len(paddle) == 100
     first_difference = next(i for i, (a, b) in enumerate(zip(torch, paddle, strict=True)) if a != b)
-    assert first_difference == 2  # bit-identical for steps 1-2, diverging at step 3
+    assert first_difference == 4  # bit-identical for steps 1-4, diverging at step 5
     env = json.loads((EXAMPLE / "results/torch/env.json").read_text())
     assert env["framework"] == "torch" and env["framework_version"].startswith("2.")

@@ -72,6 +72,10 @@ def test_a_formal_run_on_a_frozen_workspace(paddle_ws: Workspace) -> None:
     assert [s["path"] for s in checkpoint["subjects"]] == [
         "results/paddle/checkpoint/model.safetensors"
     ]  # type: ignore[index]
+    dump = receipt(paddle_ws, "results/paddle/tensors.receipt.json")
+    assert (dump["kind"], dump["evidenceClass"]) == ("tensor_dump", "formal")
+    dumped = [s["path"] for s in dump["subjects"]]  # type: ignore[attr-defined]
+    assert "results/paddle/tensors/step-000003/order.json" in dumped and len(dumped) == 15
     manifest = json.loads((paddle_ws.root / "results/paddle/manifest.json").read_text())
     assert manifest["format"] == "gates.run-manifest/v1"
     assert manifest["exit_status"] == 0

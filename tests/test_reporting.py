@@ -327,6 +327,7 @@ def test_junit_has_one_testcase_per_contract(
         "contract_environment.manifest-format-key",
         "acceptance_oracle.results-schema-and-provenance",
         "contract_environment.source-freeze-head-vs-pin",
+        "acceptance_oracle.tensor-alignment",
         "contract_environment.tensor-inventory",
     ]
     assert cases[3].find("failure") is None

@@ -5,16 +5,19 @@
 
 Writes, under DIR (default: this folder):
   results/torch/checkpoint/     the official minimal checkpoint (HF naming), from numpy
-  results/paddle/               the Paddle run: raw_loss.jsonl, loss.json, env.json, checkpoint/
+  results/paddle/               the Paddle run: raw_loss.jsonl, loss.json, env.json, checkpoint/,
+                                tensors/ (the dump of steps 1-3)
   experiments/e053-moe-determinism/runs/paddle_det/repeat-{1,2,3}/   three Paddle repeats
-  results/torch/                the PyTorch run, when a Python with torch is at hand
+                                (raw_loss.jsonl and tensors/)
+  results/torch/                the PyTorch run (losses, env.json, tensors/), when a Python
+                                with torch is at hand
                                 (--torch-python, or this one); otherwise the recorded
                                 files stay as they are
   results/*/manifest.json and experiments/e055-.../manifest.json: manifests as the
                                 PR's old bench tooling wrote them, without a `format` key
 
 The Paddle side is deterministic on the CPU (one thread): regenerating gives the
-same bytes for its losses and checkpoint, which a test checks.
+same bytes for its losses, checkpoint and tensor dumps, which a test checks.
 """
 
 from __future__ import annotations

@@ -30,6 +30,7 @@ from gates.commands.freeze import pin  # noqa: E402
 from gates.hashing import StatCache  # noqa: E402
 from gates.receipts.create import ReceiptRequest, create_receipt  # noqa: E402
 from gates.receipts.model import ArtifactKind, Framework  # noqa: E402
+from gates.tensors.layout import TENSORS_FOLDER, dump_files  # noqa: E402
 from gates.trust.keys import load_key  # noqa: E402
 from gates.workspace import open_workspace  # noqa: E402
 
@@ -63,11 +64,14 @@ def main() -> int:
         env = json.loads((root / "results/torch/env.json").read_text())
         common = {"framework": Framework.TORCH, "profile": PROFILE, "overwrite": True}
         cache = StatCache(None)
+        dump = tuple(
+            path.relative_to(root).as_posix() for path in sorted(dump_files(root / "results/torch"))
+        )
         run, _ = create_receipt(
             workspace,
             ReceiptRequest(
                 kind=ArtifactKind.RUN,
-                subjects=tuple(f"results/torch/{name}" for name in OUTPUTS),
+                subjects=tuple(f"results/torch/{name}" for name in OUTPUTS) + dump,
                 command=TORCH_ENTRYPOINT,
                 environment=_environment(env),
                 output="results/torch/run.receipt.json",
@@ -101,6 +105,22 @@ def main() -> int:
                 signing_key=key,
             )
             written.append(receipt_name)
+        if dump:
+            create_receipt(
+                workspace,
+                ReceiptRequest(
+                    kind=ArtifactKind.TENSOR_DUMP,
+                    subjects=dump,
+                    command=TORCH_ENTRYPOINT,
+                    environment=_environment(env),
+                    inputs=(run.id,),
+                    output=f"results/torch/{TENSORS_FOLDER}.receipt.json",
+                    **common,  # type: ignore[arg-type]
+                ),
+                cache=cache,
+                signing_key=key,
+            )
+            written.append(f"{TENSORS_FOLDER}.receipt.json")
         for receipt_name in written:
             shutil.copy(
                 root / "results/torch" / receipt_name, HERE / "results/torch" / receipt_name

@@ -103,6 +103,16 @@ def check_determinism(
     """Repeats of one side and profile: exit 1 unless every run is bit-identical."""
     if len(runs) < 2:
         raise GatesError("a determinism check needs at least two runs")
+    from gates.commands.tensors import check_dump_determinism, is_dump  # noqa: PLC0415
+
+    folders = [
+        resolve_inside(workspace.root, to_workspace_relpath(workspace.root, run, cwd), what="run")
+        for run in runs
+    ]
+    if all(is_dump(folder) for folder in folders):
+        return check_dump_determinism(
+            workspace, runs, output=output, cwd=cwd, as_json=as_json, echo=echo
+        )
     relpaths = [_loss_path(workspace, run, cwd) for run in runs]
     series = [read_losses(workspace.root / rel, rel) for rel in relpaths]
     result = compare_repeats(series)

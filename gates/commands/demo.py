@@ -34,6 +34,7 @@ from gates.commands import Echo
 from gates.commands.check import check_determinism, check_loss
 from gates.commands.checkpoint import check as check_checkpoint
 from gates.commands.demo_config import config_step
+from gates.commands.demo_tensors import probe_step, tensor_step
 from gates.commands.freeze import pin as pin_command
 from gates.commands.run import RunRequest
 from gates.commands.run import run as run_command
@@ -256,6 +257,8 @@ def _rerun(workspace: Workspace, echo: Echo) -> None:
         echo=quiet.append,
     )
     echo("  checkers: gates check determinism, gates check loss, gates check checkpoint --against")
+    tensor_step(workspace, echo, PROFILE)
+    probe_step(workspace, echo)
     _audit(workspace, echo)
 
 

@@ -32,6 +32,7 @@ from gates.paths import is_under, resolve_inside, to_workspace_relpath
 from gates.receipts.create import ReceiptRequest, create_receipt
 from gates.receipts.model import ArtifactKind, EvidenceClass, Framework, Receipt
 from gates.recorder import GIT_HEAD, RUN_DIR, RUN_ID, aggregate_ranks
+from gates.tensors.layout import TENSORS_FOLDER, dump_files
 from gates.trust.keys import SigningKey, key_from_environment
 from gates.workspace import Workspace
 
@@ -154,6 +155,9 @@ def _stamps(
             if (run_folder / name).is_file():
                 stem = name.split(".", 1)[0]
                 found.append((kind, [f"{base}/{name}"], f"{base}/{stem}.receipt.json"))
+        dump = sorted(p.relative_to(root).as_posix() for p in dump_files(run_folder))
+        if dump:  # the tensor dump of gates.tensors.recorder: one receipt over all of it
+            found.append((ArtifactKind.TENSOR_DUMP, dump, f"{base}/{TENSORS_FOLDER}.receipt.json"))
     missing = []
     for kind, given in request.outputs:
         target = to_workspace_relpath(root, given, cwd)

@@ -9,6 +9,7 @@ from gates import exitcodes
 from gates.alignment import Alignment
 from gates.commands import Echo
 from gates.engine import run_audit
+from gates.tensors.progress import Progress, tensor_progress
 from gates.workspace import Workspace
 
 
@@ -41,11 +42,32 @@ def ledger(alignment: Alignment, limit: int) -> list[dict[str, object]]:
     return rows
 
 
-def steps_object(alignment: Alignment, limit: int) -> dict[str, object]:
+def tensor_object(progress: Progress | None) -> dict[str, object] | None:
+    if progress is None:
+        return None
+    return {
+        "tensor_aligned_steps": progress.aligned,
+        "required_steps": progress.required,
+        "discharged": progress.discharged,
+        "detail": progress.detail,
+    }
+
+
+def tensor_line(progress: Progress | None) -> str | None:
+    if progress is None:
+        return None
+    detail = f" ({progress.detail})" if progress.detail else ""
+    return f"tensor_aligned_steps = {progress.aligned} / {progress.required}{detail}"
+
+
+def steps_object(
+    alignment: Alignment, limit: int, progress: Progress | None = None
+) -> dict[str, object]:
     pair = alignment.chosen
     return {
         "formal_alignment_steps": alignment.steps,
         "required_steps": alignment.required,
+        "tensor_alignment": tensor_object(progress),
         "why": alignment.why,
         "reference": pair.reference.path if pair else None,
         "candidate": pair.candidate.path if pair else None,
@@ -53,11 +75,14 @@ def steps_object(alignment: Alignment, limit: int) -> dict[str, object]:
     }
 
 
-def render_text(alignment: Alignment, limit: int) -> str:
+def render_text(alignment: Alignment, limit: int, progress: Progress | None = None) -> str:
     lines = [
         f"formal_alignment_steps = {alignment.steps} / {alignment.required}",
         f"why: {alignment.why}",
     ]
+    tensors = tensor_line(progress)
+    if tensors:
+        lines.append(tensors)
     rows = ledger(alignment, limit)
     if rows:
         lines.append("")
@@ -79,11 +104,13 @@ def _cell(value: object) -> str:
 
 def steps(workspace: Workspace, *, limit: int | None, as_json: bool, echo: Echo) -> int:
     """Exit 0 when formal_alignment_steps reaches the required steps, else 1."""
-    alignment = run_audit(workspace).alignment
+    result = run_audit(workspace)
+    alignment = result.alignment
+    progress = tensor_progress(result.contracts)
     rows = alignment.required if limit is None else limit
     if as_json:
-        echo(json.dumps(steps_object(alignment, rows), indent=2))
+        echo(json.dumps(steps_object(alignment, rows, progress), indent=2))
     else:
-        echo(render_text(alignment, rows))
+        echo(render_text(alignment, rows, progress))
     met = alignment.required > 0 and alignment.steps >= alignment.required
     return exitcodes.OK if met else exitcodes.BLOCKED

@@ -20,6 +20,7 @@ MODULES: dict[str, str] = {
     "results_schema_and_provenance": "results_schema_and_provenance",
     "tensor_inventory": "tensor_inventory",
     "config_semantics": "config_semantics",
+    "tensor_alignment": "tensor_alignment",
 }
 
 #: The check whose contract decides whether any receipt may count (DESIGN.md).

@@ -3,9 +3,10 @@ the naming rules, and content equal through them where the contract asks for it.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+import json
+from typing import TYPE_CHECKING, Annotated, Any
 
-from pydantic import BaseModel, ConfigDict, StrictBool, ValidationError
+from pydantic import BaseModel, ConfigDict, StrictBool, StringConstraints, ValidationError
 
 from gates.checkpoints.check import CheckpointReport, check_checkpoint, compare_pair
 from gates.checkpoints.rulefile import RULE_KEYS, ruleset_from_params
@@ -14,6 +15,9 @@ from gates.errors import ConfigError, UnsafePathError
 from gates.external import ExternalRoots, is_external, roots_of, split_external
 from gates.hashing import StatCache, cache_file
 from gates.paths import check_relpath, resolve_inside
+from gates.receipts.model import ArtifactKind
+from gates.receipts.verify import Status
+from gates.tensors.probe_format import PROBE_FORMAT
 
 if TYPE_CHECKING:
     from gates.checkpoints.content import ContentComparison
@@ -22,12 +26,23 @@ if TYPE_CHECKING:
 CHECK = "tensor_inventory"
 
 
+class ExpectedAbsent(BaseModel):
+    """A reference tensor the candidate leaves out on purpose, and why."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    name: Annotated[str, StringConstraints(min_length=1)]
+    justification: Annotated[str, StringConstraints(min_length=1)]
+
+
 class Params(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
     reference: str = "results/torch/checkpoint"
     candidate: str = "results/paddle/checkpoint"
     require_hash_match: StrictBool = False
+    expected_absent: tuple[ExpectedAbsent, ...] = ()
+    consumption_probe: str = "outputs/consumption_probe.json"
 
 
 def _parse(raw: dict[str, Any]) -> Params:
@@ -38,6 +53,7 @@ def _parse(raw: dict[str, Any]) -> Params:
                 split_external(value, what=f"params.{key}")
             else:
                 check_relpath(value, what=f"params.{key}")
+        check_relpath(params.consumption_probe, what="params.consumption_probe")
     except ValidationError as exc:
         first = exc.errors()[0]
         raise EvaluationError(
@@ -68,13 +84,54 @@ def _side_criteria(side: str, report: CheckpointReport) -> list[Criterion]:
     ]
 
 
-def _structure(found: Survey) -> Criterion:
+def unconsumed_by_probe(context: EvaluationContext, relpath: str) -> tuple[set[str], str]:
+    """The tensors a formal consumption probe (`gates probe consumed`) found unconsumed,
+    and where that came from."""
+    for judgement in context.receipts:
+        receipt = judgement.receipt
+        if (
+            judgement.status is not Status.FORMAL
+            or receipt is None
+            or receipt.kind is not ArtifactKind.TENSOR_CHECK
+            or not any(subject.path == relpath for subject in receipt.subjects)
+        ):
+            continue
+        try:
+            document = json.loads((context.workspace.root / relpath).read_bytes())
+        except (OSError, ValueError):
+            return set(), f"{relpath}: unreadable"
+        if not isinstance(document, dict) or document.get("format") != PROBE_FORMAT:
+            return set(), f"{relpath}: not a consumption probe"
+        if document.get("repeatable") is not True:
+            return set(), f"{relpath}: the probe's forward was not repeatable"
+        found = {
+            str(item.get("name"))
+            for item in document.get("tensors", [])
+            if isinstance(item, dict) and item.get("consumed") is False
+        }
+        return found, f"formal probe {judgement.path}"
+    return set(), f"no formal consumption probe binds {relpath} (gates probe consumed)"
+
+
+def _structure(
+    found: Survey, expected_absent: dict[str, str], unconsumed: set[str], source: str
+) -> Criterion:
     counts = ", ".join(f"{n} {klass}" for klass, n in found.counts().items())
     summary = f"{len(found.differences)} differences: {counts}"
     problems = [*found.rule_problems]
-    problems += [
-        f"{d.reference[0]} {d.detail}" if d.reference else d.detail for d in found.structural
-    ]
+    explained = []
+    for difference in found.structural:
+        name = difference.reference[0] if difference.reference else ""
+        missing = bool(difference.reference) and not difference.candidate
+        if missing and name in expected_absent and name in unconsumed:
+            explained.append(name)
+            continue
+        line = f"{name} {difference.detail}" if name else difference.detail
+        if missing and name in expected_absent:
+            line += f" (expected_absent, unexplained: {source})"
+        problems.append(line)
+    if explained:
+        summary += f"; {len(explained)} expected_absent, not consumed ({source})"
     if not problems:
         detail = f"{found.reference_count} vs {found.candidate_count} tensors; {summary}"
         return Criterion("no_structural_difference", True, detail)
@@ -124,7 +181,11 @@ def evaluate(context: EvaluationContext, raw: dict[str, Any]) -> list[Criterion]
             criteria.append(Criterion("hash_match", False, not_comparable))
         return criteria
     pair = compare_pair(reference, candidate, ruleset)
-    criteria.append(_structure(pair.survey))
+    absent = {item.name: item.justification for item in params.expected_absent}
+    unconsumed, source = (
+        unconsumed_by_probe(context, params.consumption_probe) if absent else (set(), "")
+    )
+    criteria.append(_structure(pair.survey, absent, unconsumed, source))
     if hashing:
         criteria.append(_hash_match(pair.content))
     return criteria

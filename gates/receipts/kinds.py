@@ -14,6 +14,8 @@ class ArtifactKind(StrEnum):
     LOSS_CHECK = "loss_check"
     CHECKPOINT_CHECK = "checkpoint_check"
     STRUCTURE_PARITY = "structure_parity"
+    TENSOR_DUMP = "tensor_dump"
+    TENSOR_CHECK = "tensor_check"
     CONFIG_CHECK = "config_check"
     RUN = "run"  # the run attestation `gates run` signs: argv, times, exit status, outputs
 
@@ -26,6 +28,7 @@ RUN_OUTPUT_KINDS = frozenset(
         ArtifactKind.LOSS,
         ArtifactKind.RAW_LOSS,
         ArtifactKind.CHECKPOINT,
+        ArtifactKind.TENSOR_DUMP,
     }
 )
 

@@ -20,6 +20,7 @@ from gates.engine import AuditResult
 from gates.losses import LossFileError, read_losses
 from gates.receipts.model import ArtifactKind, Framework
 from gates.receipts.verify import Judgement, Status
+from gates.tensors.progress import tensor_progress
 
 START = "<!-- gates:status -->"
 END = "<!-- /gates:status -->"
@@ -190,7 +191,15 @@ def unverified(result: AuditResult, words: dict[str, str]) -> list[str]:
     rejected = sum(j.status is Status.REJECTED for j in result.receipts)
     if rejected:
         items.append(words["u_rejected"].format(count=rejected))
-    items.append(words["u_gradients"])
+    progress = tensor_progress(result.contracts)
+    if progress is None:
+        items.append(words["u_gradients"])
+    elif not progress.discharged:
+        items.append(
+            words["u_tensors"].format(
+                aligned=progress.aligned, required=progress.required, detail=progress.detail
+            )
+        )
     return items
 
 
@@ -242,7 +251,11 @@ def render(result: AuditResult, lang: str = "en") -> str:
         steps=result.formal_alignment_steps,
         required=result.required_steps,
     )
-    lines = [START, f"### {title}", "", *_contract_rows(result, words)]
+    lines = [START, f"### {title}"]
+    progress = tensor_progress(result.contracts)
+    if progress is not None:
+        lines.append(f"`tensor_aligned_steps = {progress.aligned} / {progress.required}`")
+    lines += ["", *_contract_rows(result, words)]
     lines += _blocked_by(result, words)
     lines += _policy(result, words)
     lines += _waivers(result, words)

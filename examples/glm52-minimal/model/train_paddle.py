@@ -5,8 +5,10 @@ PaddleFormers' AOA: gate/up fused into `up_gate_proj` (gate first), linear
 weights in Paddle's `[in, out]` layout, PaddleFleet names, the MTP decoder keys
 under `transformer_layer`. Like the PR this example recreates, the Paddle MTP
 layer builds no DSA indexer. Trains 100 SGD steps, records every loss
-unrounded through `gates.recorder.RunRecorder`, and saves the loaded weights
-as safetensors in Paddle naming:
+unrounded through `gates.recorder.RunRecorder`, dumps the tensors of steps 1-3
+(boundary activations, gradients, optimizer state, updated parameters) through
+`gates.tensors.recorder.TensorRecorder`, and saves the loaded weights as
+safetensors in Paddle naming:
 
     gates run --framework paddle -- python model/train_paddle.py
 """
@@ -15,6 +17,7 @@ from __future__ import annotations
 
 import os
 import sys
+from collections.abc import Callable
 from pathlib import Path
 
 os.environ.setdefault("OMP_NUM_THREADS", "1")  # one reduction order, run after run
@@ -27,6 +30,9 @@ from official import CONFIG, config, official_weights, tokens
 from safetensors.paddle import save_file
 
 from gates.recorder import RunRecorder
+from gates.tensors.recorder import TensorRecorder
+
+DUMPED_STEPS = "1:3"
 
 
 def paddle_name(name: str, mtp: int) -> str:
@@ -71,6 +77,7 @@ class TinyMoE(paddle.nn.Layer):
             self.add_parameter(name.replace(".", "__"), parameter)
             self.weights[name] = parameter
         self.experts = experts
+        self.tap: Callable[[str, paddle.Tensor], None] = lambda name, tensor: None
 
     def w(self, name: str) -> paddle.Tensor:
         return self.weights[name]
@@ -80,27 +87,38 @@ class TinyMoE(paddle.nn.Layer):
         return x * paddle.rsqrt((x * x).mean(axis=-1, keepdim=True) + 1e-6) * weight
 
     def forward(self, ids: paddle.Tensor) -> paddle.Tensor:
+        tap = self.tap  # module boundaries, named as PaddleFleet names the modules
         hidden = paddle.nn.functional.embedding(ids, self.w("model.embedding.embed_tokens.weight"))
+        tap("model.embedding.embed_tokens", hidden)
         normed = self.rms(hidden, self.w("model.layers.0.input_layernorm.weight"))
+        tap("model.layers.0.input_layernorm", normed)
         router = self.w("model.layers.0.mlp.gate.weight")
         scores = paddle.nn.functional.softmax(
             paddle.matmul(normed, router, transpose_y=True), axis=-1
         )
+        tap("model.layers.0.mlp.gate", scores)
         choice = paddle.nn.functional.one_hot(scores.argmax(axis=-1), self.experts)
         weight = (scores * choice).sum(axis=-1, keepdim=True)
         mixed = paddle.zeros_like(hidden)
         for expert in range(self.experts):
             prefix = f"model.layers.0.mlp.experts.{expert}"
             gate_up = paddle.matmul(normed, self.w(f"{prefix}.up_gate_proj.weight"))
+            tap(f"{prefix}.up_gate_proj", gate_up)
             half = gate_up.shape[-1] // 2
             gate, up = gate_up[..., :half], gate_up[..., half:]  # gate first
             out = paddle.matmul(
                 paddle.nn.functional.silu(gate) * up, self.w(f"{prefix}.down_proj.weight")
             )
+            tap(f"{prefix}.down_proj", out)
             mixed = mixed + out * choice[..., expert : expert + 1]
-        hidden = hidden + mixed * weight
+        moe = mixed * weight
+        tap("model.layers.0.mlp", moe)
+        hidden = hidden + moe
         final = self.rms(hidden, self.w("model.norm.weight"))
-        return paddle.matmul(final, self.w("model.lm_head.weight"), transpose_y=True)
+        tap("model.norm", final)
+        logits = paddle.matmul(final, self.w("model.lm_head.weight"), transpose_y=True)
+        tap("model.lm_head", logits)
+        return logits
 
 
 def main() -> int:
@@ -116,7 +134,15 @@ def main() -> int:
     ]
     optimizer = paddle.optimizer.SGD(learning_rate=c["learning_rate"], parameters=trained)
     inputs, labels = (paddle.to_tensor(array) for array in tokens())
-    with RunRecorder(model_config=CONFIG, weights_loaded=True) as run:
+    with (
+        RunRecorder(model_config=CONFIG, weights_loaded=True) as run,
+        TensorRecorder(steps=DUMPED_STEPS) as dump,
+    ):
+        dump.watch(
+            optimizer=optimizer,
+            parameters={n: p for n, p in model.weights.items() if any(p is t for t in trained)},
+        )
+        model.tap = dump.activation
         folder = run.folder / "checkpoint"
         folder.mkdir(exist_ok=True)
         save_file(
@@ -125,11 +151,14 @@ def main() -> int:
             metadata={"format": "paddle"},
         )
         for step in range(1, c["train_steps"] + 1):
+            dump.start_step(step)
             logits = model(inputs)
             flat = logits.reshape([-1, logits.shape[-1]])
             loss = paddle.nn.functional.cross_entropy(flat, labels.reshape([-1]))
             loss.backward()
+            dump.record_grads()
             optimizer.step()
+            dump.record_update()
             optimizer.clear_grad()
             run.record(step, loss)
     return 0

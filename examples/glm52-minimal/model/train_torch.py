@@ -2,7 +2,8 @@
 
 Starts from the official checkpoint in its own HF naming and `[out, in]`
 layout, trains the same 100 SGD steps on the same tokens, and records every
-loss unrounded through `gates.recorder.RunRecorder(framework="torch")`:
+loss unrounded through `gates.recorder.RunRecorder(framework="torch")`, and dumps
+the tensors of steps 1-3 through `gates.tensors.recorder.TensorRecorder`:
 
     gates run --framework torch -- python model/train_torch.py
 """
@@ -20,6 +21,9 @@ import torch
 from official import CONFIG, config, official_weights, tokens
 
 from gates.recorder import RunRecorder
+from gates.tensors.recorder import TensorRecorder
+
+DUMPED_STEPS = "1:3"
 
 
 def rms(x: torch.Tensor, weight: torch.Tensor) -> torch.Tensor:
@@ -39,29 +43,49 @@ def main() -> int:
     optimizer = torch.optim.SGD(trained, lr=c["learning_rate"])
     inputs, labels = (torch.from_numpy(array) for array in tokens())
     experts = c["n_routed_experts"]
-    with RunRecorder(framework="torch", model_config=CONFIG, weights_loaded=True) as run:
+    names = {id(p): n for n, p in weights.items()}
+    with (
+        RunRecorder(framework="torch", model_config=CONFIG, weights_loaded=True) as run,
+        TensorRecorder(framework="torch", steps=DUMPED_STEPS) as dump,
+    ):
+        dump.watch(optimizer=optimizer, parameters={names[id(p)]: p for p in trained})
+        tap = dump.activation  # module boundaries, named as HF names the modules
         for step in range(1, c["train_steps"] + 1):
+            dump.start_step(step)
             hidden = torch.nn.functional.embedding(inputs, weights["model.embed_tokens.weight"])
+            tap("model.embed_tokens", hidden)
             normed = rms(hidden, weights["model.layers.0.input_layernorm.weight"])
+            tap("model.layers.0.input_layernorm", normed)
             scores = torch.softmax(normed @ weights["model.layers.0.mlp.gate.weight"].T, dim=-1)
+            tap("model.layers.0.mlp.gate", scores)
             choice = torch.nn.functional.one_hot(scores.argmax(dim=-1), experts).to(scores.dtype)
             weight = (scores * choice).sum(dim=-1, keepdim=True)
             mixed = torch.zeros_like(hidden)
             for expert in range(experts):
                 prefix = f"model.layers.0.mlp.experts.{expert}"
                 gate = torch.nn.functional.linear(normed, weights[f"{prefix}.gate_proj.weight"])
+                tap(f"{prefix}.gate_proj", gate)
                 up = torch.nn.functional.linear(normed, weights[f"{prefix}.up_proj.weight"])
+                tap(f"{prefix}.up_proj", up)
                 out = torch.nn.functional.linear(
                     torch.nn.functional.silu(gate) * up, weights[f"{prefix}.down_proj.weight"]
                 )
+                tap(f"{prefix}.down_proj", out)
                 mixed = mixed + out * choice[..., expert : expert + 1]
-            hidden = hidden + mixed * weight
-            logits = rms(hidden, weights["model.norm.weight"]) @ weights["lm_head.weight"].T
+            moe = mixed * weight
+            tap("model.layers.0.mlp", moe)
+            hidden = hidden + moe
+            final = rms(hidden, weights["model.norm.weight"])
+            tap("model.norm", final)
+            logits = final @ weights["lm_head.weight"].T
+            tap("lm_head", logits)
             loss = torch.nn.functional.cross_entropy(
                 logits.reshape(-1, logits.shape[-1]), labels.reshape(-1)
             )
             loss.backward()
+            dump.record_grads()
             optimizer.step()
+            dump.record_update()
             optimizer.zero_grad()
             run.record(step, loss.item())
     return 0

@@ -1,0 +1,228 @@
+"""`gates check tensors` and `gates check determinism` on dump folders: compare, write the
+output, receipt it."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from gates import exitcodes
+from gates.checkpoints.rulefile import load_ruleset, workspace_ruleset
+from gates.checkpoints.rules import RuleSet
+from gates.commands import Echo
+from gates.commands.outputs import receipt_binding, write_checker_output
+from gates.engine import judge_workspace
+from gates.paths import resolve_inside, to_workspace_relpath
+from gates.receipts.model import ArtifactKind, Receipt
+from gates.receipts.verify import Judgement
+from gates.tensors.compare import Comparison, Selection, compare_dumps
+from gates.tensors.layout import ORDER_FILE, TENSORS_FOLDER, open_dump, tensors_root
+from gates.workspace import Workspace
+
+TENSOR_CHECK_FORMAT = "gates.tensor_check/v1"
+
+
+def dump_binding(relpath: str, judgements: tuple[Judgement, ...]) -> Judgement | None:
+    """The accepted receipt binding a dump: one that names an order.json under it."""
+    prefix = relpath.rstrip("/") + "/"
+    for judgement in judgements:
+        receipt = judgement.receipt
+        if receipt is None or receipt.kind is not ArtifactKind.TENSOR_DUMP:
+            continue
+        if any(s.path.startswith(prefix) and s.path.endswith(ORDER_FILE) for s in receipt.subjects):
+            return receipt_binding(receipt.subjects[0].path, judgements)
+    return None
+
+
+def is_dump(path: Path) -> bool:
+    """A `tensors/` folder, or a run folder with a dump and no losses (a run folder with
+    losses is compared at loss granularity, as before; give its tensors/ for the dump)."""
+    if path.name == TENSORS_FOLDER:
+        return tensors_root(path) is not None
+    has_losses = any((path / name).is_file() for name in ("loss.json", "raw_loss.jsonl"))
+    return not has_losses and tensors_root(path) is not None
+
+
+def _ruleset(workspace: Workspace, rules: str | None, cwd: Path) -> tuple[RuleSet, str | None]:
+    if rules is None:
+        return workspace_ruleset(workspace.contracts_dir)
+    relpath = to_workspace_relpath(workspace.root, rules, cwd)
+    return load_ruleset(resolve_inside(workspace.root, relpath, what="rules contract")), relpath
+
+
+def _round(value: float | None) -> float | None:
+    return None if value is None else float(f"{value:.9g}")
+
+
+def comparison_document(comparison: Comparison) -> dict[str, object]:
+    """The figures every tensor comparison reports (check tensors, determinism, contract)."""
+    unequal = [
+        {
+            "step": r.step,
+            "phase": r.phase,
+            "reference": list(r.reference),
+            "candidate": r.candidate,
+            "index": r.index,
+            "max_ulp": r.max_ulp,
+            "max_abs_diff": _round(r.max_abs_diff),
+            "nonfinite_pairs": r.nonfinite_pairs,
+            "reason": r.reason,
+        }
+        for r in comparison.unequal[:50]
+    ]
+    tallies = [t.figures() for t in comparison.tallies]
+    for tally in tallies:
+        tally["max_abs_diff"] = _round(tally["max_abs_diff"])  # type: ignore[arg-type]
+    return {
+        "aligned": comparison.aligned,
+        "steps": comparison.steps,
+        "totals": comparison.totals(),
+        "first_divergence": comparison.first_divergence(),
+        "by_step": tallies,
+        "unequal": unequal,
+        "missing": comparison.missing,
+        "problems": comparison.problems,
+        "unmatched_rules": comparison.unmatched_rules,
+    }
+
+
+def render_text(document: dict[str, object], receipt: Receipt, artifact: str) -> str:
+    lines = []
+    for tally in document["by_step"]:  # type: ignore[attr-defined]
+        lines.append(
+            f"step {tally['step']:>6} {tally['phase']:<10} compared={tally['compared']} "
+            f"equal={tally['equal']} unequal={tally['unequal']} missing={tally['missing']}"
+            + (f" max_ulp={tally['max_ulp']}" if tally["max_ulp"] is not None else "")
+            + (
+                f" max_abs_diff={tally['max_abs_diff']}"
+                if tally["max_abs_diff"] is not None
+                else ""
+            )
+            + (f" nonfinite={tally['nonfinite']}" if tally["nonfinite"] else "")
+        )
+    first = document["first_divergence"]
+    if isinstance(first, dict):
+        lines.append(
+            f"first_divergence: step {first['step']} {first['phase']}: {first['reference']} -> "
+            f"{first['candidate']} at element {first['index']}"
+        )
+    else:
+        lines.append("first_divergence: none")
+    for key in ("problems", "missing", "unmatched_rules"):
+        lines += [f"{key[:-1] if key != 'missing' else key}: {item}" for item in document[key]]  # type: ignore[attr-defined]
+    totals = document["totals"]
+    lines.append(f"totals: {json.dumps(totals)} aligned={json.dumps(document['aligned'])}")
+    lines.append(
+        f"wrote {artifact} ({receipt.evidence_class.value}/{receipt.formal_weight} {receipt.id})"
+    )
+    lines += [f"  probe because: {reason}" for reason in receipt.stamp_reasons]
+    return "\n".join(lines)
+
+
+def _emit(
+    document: dict[str, object], receipt: Receipt, artifact: str, as_json: bool, echo: Echo
+) -> None:
+    if as_json:
+        echo(json.dumps({**document, "output": artifact, "receipt": receipt.id}, indent=2))
+    else:
+        echo(render_text(document, receipt, artifact))
+
+
+def _open(workspace: Workspace, given: str, cwd: Path) -> tuple[str, Path]:
+    relpath = to_workspace_relpath(workspace.root, given, cwd)
+    return relpath, resolve_inside(workspace.root, relpath, what="dump folder")
+
+
+def check_tensors(
+    workspace: Workspace,
+    reference: str,
+    candidate: str,
+    *,
+    rules: str | None,
+    selection: Selection,
+    output: str,
+    cwd: Path,
+    as_json: bool,
+    echo: Echo,
+) -> int:
+    """Exit 0 when every compared tensor is bit-identical and nothing is missing, else 1."""
+    ref_rel, ref_path = _open(workspace, reference, cwd)
+    cand_rel, cand_path = _open(workspace, candidate, cwd)
+    ruleset, rules_source = _ruleset(workspace, rules, cwd)
+    comparison = compare_dumps(
+        open_dump(ref_path, ref_rel), open_dump(cand_path, cand_rel), ruleset, selection
+    )
+    receipts = judge_workspace(workspace).receipts
+    inputs = [
+        (ref_rel, dump_binding(ref_rel, receipts)),
+        (cand_rel, dump_binding(cand_rel, receipts)),
+    ]
+    document: dict[str, object] = {
+        "format": TENSOR_CHECK_FORMAT,
+        "mode": "pair",
+        "reference": {"path": ref_rel, "receipt": _receipt_id(inputs[0][1])},
+        "candidate": {"path": cand_rel, "receipt": _receipt_id(inputs[1][1])},
+        "rules": rules_source,
+        "selection": {"steps": selection.steps.text(), "phases": list(selection.phases)},
+        **comparison_document(comparison),
+    }
+    receipt, artifact = write_checker_output(
+        workspace, output, ArtifactKind.TENSOR_CHECK, document, inputs
+    )
+    _emit(document, receipt, artifact, as_json, echo)
+    return exitcodes.OK if comparison.aligned else exitcodes.BLOCKED
+
+
+def _receipt_id(judgement: Judgement | None) -> str | None:
+    return judgement.receipt.id if judgement and judgement.receipt else None
+
+
+def check_dump_determinism(
+    workspace: Workspace,
+    runs: tuple[str, ...],
+    *,
+    output: str,
+    cwd: Path,
+    as_json: bool,
+    echo: Echo,
+) -> int:
+    """Repeats of one side: every dumped tensor of every repeat identical to the first's."""
+    opened = [_open(workspace, run, cwd) for run in runs]
+    dumps = [open_dump(path, rel) for rel, path in opened]
+    receipts = judge_workspace(workspace).receipts
+    inputs = [(rel, dump_binding(rel, receipts)) for rel, _ in opened]
+    pairs = []
+    first_divergence = None
+    deterministic = True
+    for (rel, _), dump in zip(opened[1:], dumps[1:], strict=True):
+        comparison = compare_dumps(dumps[0], dump, RuleSet(), Selection(), slots={})
+        found = comparison.first_divergence()
+        if found is not None and first_divergence is None:
+            first_divergence = {**found, "run": rel}
+        deterministic = deterministic and comparison.aligned
+        pairs.append({"against": rel, **comparison_document(comparison)})
+    document: dict[str, object] = {
+        "format": TENSOR_CHECK_FORMAT,
+        "mode": "determinism",
+        "runs": [{"path": rel, "receipt": _receipt_id(j)} for rel, j in inputs],
+        "deterministic": deterministic,
+        "first_divergence": first_divergence,
+        "pairs": pairs,
+    }
+    receipt, artifact = write_checker_output(
+        workspace, output, ArtifactKind.TENSOR_CHECK, document, inputs
+    )
+    if as_json:
+        echo(json.dumps({**document, "output": artifact, "receipt": receipt.id}, indent=2))
+    else:
+        lines = [f"runs={len(runs)}", f"deterministic={json.dumps(deterministic)}"]
+        for pair in pairs:
+            lines.append(f"{opened[0][0]} against {pair['against']}: {json.dumps(pair['totals'])}")
+            lines += [f"  problem: {p}" for p in pair["problems"]]  # type: ignore[attr-defined]
+        lines.append(f"first_divergence={json.dumps(first_divergence)}")
+        lines.append(
+            f"wrote {artifact} ({receipt.evidence_class.value}/{receipt.formal_weight} "
+            f"{receipt.id})"
+        )
+        echo("\n".join(lines))
+    return exitcodes.OK if deterministic else exitcodes.BLOCKED

@@ -1,0 +1,696 @@
+"""Comparing two tensor dumps bit for bit through the naming rules.
+
+The reference names of each (step, phase) go through the rules (rename, fuse,
+split, transpose, cast) to the candidate names they predict; every predicted
+tensor is compared with the candidate's tensor of that name:
+
+- bits, not values: -0.0 and 0.0 differ, NaN payloads are compared as bits;
+- a pure rename compares the stored bytes in large blocks (one read of each
+  file, memory bounded by two blocks); a transpose, fusion or split is built
+  from the reference parts in the candidate's layout (memory: a few tensors);
+- a cast never hides a difference: both sides are compared in the wider dtype,
+  the narrower side widened exactly (BF16/F16 -> F32 -> F64 are exact);
+  a shape or dtype that cannot match after the rules is named, never cast.
+
+Optimizer tensors are `<param>:<slot>`: the rules apply to the param part, the
+slot maps through `slots` (torch exp_avg -> Paddle moment1, ...).
+"""
+
+from __future__ import annotations
+
+import math
+import os
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from gates.checkpoints.header import DTYPE_BITS, TensorEntry
+from gates.checkpoints.rules import Node, RuleError, RuleSet, expect, label
+from gates.tensors.layout import (
+    PHASES,
+    SLOT_SEPARATOR,
+    Dump,
+    DumpError,
+    PhaseFile,
+    StepDump,
+    StepRange,
+    read_step,
+    split_slot,
+)
+
+#: Reference optimizer slot -> candidate slot (torch -> Paddle); others keep their name.
+DEFAULT_SLOTS = {"exp_avg": "moment1", "exp_avg_sq": "moment2", "momentum_buffer": "velocity"}
+
+BLOCK_BYTES = 32 * 1024 * 1024
+LIST_LIMIT = 50
+_RAW = {8: "<u1", 16: "<u2", 32: "<u4", 64: "<u8"}
+_FLOATS = {"F16": "<f2", "F32": "<f4", "F64": "<f8"}
+_WIDTH = {"F16": 1, "BF16": 1, "F32": 2, "F64": 3}
+_SIGNED = {"I8": "<i1", "I16": "<i2", "I32": "<i4", "I64": "<i8"}
+
+
+def _raw_dtype(dtype: str) -> np.dtype[np.unsignedinteger]:
+    bits = DTYPE_BITS[dtype]
+    if bits not in _RAW:
+        raise RuleError(f"cannot compare {dtype} tensors (sub-byte elements)")
+    return np.dtype(_RAW[bits])
+
+
+# -- values and distances ----------------------------------------------------------------
+def widen(raw: np.ndarray, source: str, target: str) -> np.ndarray:
+    """Raw elements of float dtype ``source`` as raw ``target`` elements, exactly."""
+    if source == target:
+        return raw
+    if source == "BF16":
+        as_f32 = raw.astype("<u4") << np.uint32(16)
+        return as_f32 if target == "F32" else widen(as_f32, "F32", target)
+    if source in _FLOATS and target in _FLOATS and _WIDTH[target] > _WIDTH[source]:
+        widened: np.ndarray = raw.view(_FLOATS[source]).astype(_FLOATS[target])
+        return widened.view(_RAW[DTYPE_BITS[target]])
+    raise RuleError(f"cannot widen {source} to {target} exactly")
+
+
+def common_dtype(a: str, b: str) -> str:
+    """The dtype two float dtypes compare in: the wider one (F32 for F16 against BF16)."""
+    if a == b:
+        return a
+    if a not in _WIDTH or b not in _WIDTH:
+        raise RuleError(f"cannot compare {a} with {b} exactly: only float casts are comparable")
+    if _WIDTH[a] == _WIDTH[b]:
+        return "F32"
+    return a if _WIDTH[a] > _WIDTH[b] else b
+
+
+def to_float64(raw: np.ndarray, dtype: str) -> np.ndarray:
+    if dtype == "BF16":
+        return (raw.astype("<u4") << np.uint32(16)).view("<f4").astype("<f8")
+    if dtype in _FLOATS:
+        return raw.view(_FLOATS[dtype]).astype("<f8")
+    if dtype in _SIGNED:
+        return raw.view(_SIGNED[dtype]).astype("<f8")
+    return raw.astype("<f8")
+
+
+def _ordered(raw: np.ndarray) -> np.ndarray:
+    """Float bit patterns as integers in numeric order; -0.0 sits one below 0.0."""
+    bits = raw.dtype.itemsize * 8
+    signed = raw.astype("<u8").astype("<i8") if bits < 64 else raw.view("<i8")
+    if bits < 64:
+        sign = np.int64(1) << np.int64(bits - 1)
+        negative = signed >= sign
+        magnitude = np.where(negative, signed - sign, signed)
+    else:
+        negative = signed < 0
+        magnitude = signed & np.int64(0x7FFFFFFFFFFFFFFF)
+    ordered: np.ndarray = np.where(negative, -magnitude - 1, magnitude)
+    return ordered
+
+
+def ulp_distance(a: np.ndarray, b: np.ndarray) -> int:
+    """The largest distance in units in the last place between raw float arrays."""
+    if a.size == 0:
+        return 0
+    oa, ob = _ordered(a), _ordered(b)
+    high, low = np.maximum(oa, ob).view("<u8"), np.minimum(oa, ob).view("<u8")
+    return int((high - low).max())
+
+
+def nonfinite_count(raw: np.ndarray, dtype: str) -> int:
+    """NaN and Inf elements of a raw float array (one vectorized pass when all are finite)."""
+    if dtype in _FLOATS:
+        finite = np.isfinite(raw.view(_FLOATS[dtype]))
+        return 0 if finite.all() else int(finite.size - np.count_nonzero(finite))
+    if dtype == "BF16":
+        mask = raw.dtype.type(0x7F80)
+        return int(np.count_nonzero((raw & mask) == mask))
+    return 0
+
+
+@dataclass
+class Difference:
+    """What differs between two raw arrays of one dtype (candidate layout)."""
+
+    count: int = 0
+    index: int | None = None
+    max_ulp: int | None = None
+    max_abs_diff: float | None = None
+    nonfinite_pairs: int = 0
+
+    def add(self, a: np.ndarray, b: np.ndarray, dtype: str, start: int) -> None:
+        unequal = a != b
+        count = int(np.count_nonzero(unequal))
+        if not count:
+            return
+        if self.index is None:
+            self.index = start + int(np.argmax(unequal))
+        self.count += count
+        da, db = a[unequal], b[unequal]
+        fa, fb = to_float64(da, dtype), to_float64(db, dtype)
+        finite = np.isfinite(fa) & np.isfinite(fb)
+        self.nonfinite_pairs += int(count - np.count_nonzero(finite))
+        if np.any(finite):
+            diff = float(np.abs(fa[finite] - fb[finite]).max())
+            self.max_abs_diff = max(self.max_abs_diff or 0.0, diff)
+            if dtype in _WIDTH:
+                ulp = ulp_distance(da[finite], db[finite])
+                self.max_ulp = max(self.max_ulp or 0, ulp)
+
+
+# -- reading -----------------------------------------------------------------------------
+class PhaseReader:
+    """Reads tensors of one phase file by name, with one file descriptor."""
+
+    def __init__(self, phase_file: PhaseFile) -> None:
+        self.file = phase_file
+        self.fd = os.open(phase_file.path, os.O_RDONLY)
+
+    def close(self) -> None:
+        os.close(self.fd)
+
+    def entry(self, name: str) -> TensorEntry:
+        return self.file.header.tensors[name]
+
+    def read(self, name: str, start: int = 0, length: int | None = None) -> bytes:
+        entry = self.entry(name)
+        size = entry.nbytes - start if length is None else length
+        data = os.pread(self.fd, size, self.file.header.data_start + entry.start + start)
+        if len(data) != size:
+            raise DumpError("file shrank while read", file=self.file.display)
+        return data
+
+    def read_into(self, name: str, start: int, buffer: memoryview) -> None:
+        """Fill ``buffer`` from byte ``start`` of the tensor (no allocation)."""
+        offset = self.file.header.data_start + self.entry(name).start + start
+        if os.preadv(self.fd, [buffer], offset) != len(buffer):
+            raise DumpError("file shrank while read", file=self.file.display)
+
+    def array(self, name: str, into: _Buffer | None = None) -> np.ndarray:
+        """The tensor as raw elements; read into ``into``'s reused buffer when given (valid
+        until that buffer is used again)."""
+        entry = self.entry(name)
+        if into is None:
+            data: bytes | memoryview = self.read(name)
+        else:
+            data = into.view(entry.nbytes)[: entry.nbytes]
+            self.read_into(name, 0, data)
+        return np.frombuffer(data, _raw_dtype(entry.dtype)).reshape(entry.shape)
+
+
+# -- the mapping -------------------------------------------------------------------------
+@dataclass(frozen=True)
+class Mapped:
+    """A candidate tensor as the rules predict it from the reference."""
+
+    candidate: str
+    node: Node
+    suffix: str = ""  # `:<slot>` of the reference optimizer tensors
+
+    def reference_names(self) -> tuple[str, ...]:
+        return tuple(leaf.name + self.suffix for leaf in self.node.leaves())
+
+
+def _inventory(header_tensors: dict[str, TensorEntry]) -> dict[str, tuple[str, tuple[int, ...]]]:
+    return {name: (e.dtype, e.shape) for name, e in header_tensors.items()}
+
+
+def map_phase(
+    phase: str,
+    reference: dict[str, TensorEntry],
+    ruleset: RuleSet,
+    slots: dict[str, str],
+    candidate_slots: frozenset[str] = frozenset(),
+) -> tuple[dict[str, Mapped], list[str]]:
+    """Candidate name -> what the rules predict, and the rule problems (named). A slot the
+    candidate also uses keeps its name (torch against torch); others map through ``slots``."""
+    if phase != "optimizer":
+        expectation = expect(_inventory(reference), ruleset)
+        return (
+            {name: Mapped(name, node) for name, node in expectation.nodes.items()},
+            expectation.problems,
+        )
+    by_slot: dict[str, dict[str, tuple[str, tuple[int, ...]]]] = {}
+    for name, entry in reference.items():
+        param, slot = split_slot(name)
+        by_slot.setdefault(slot, {})[param] = (entry.dtype, entry.shape)
+    mapped: dict[str, Mapped] = {}
+    problems: list[str] = []
+    for slot, inventory in sorted(by_slot.items()):
+        expectation = expect(inventory, ruleset)
+        problems += [f"slot {slot}: {p}" for p in expectation.problems]
+        target = slot if slot in candidate_slots else slots.get(slot, slot)
+        for param, node in expectation.nodes.items():
+            name = f"{param}{SLOT_SEPARATOR}{target}"
+            mapped[name] = Mapped(name, node, f"{SLOT_SEPARATOR}{slot}")
+    return mapped, problems
+
+
+# -- comparing one tensor ----------------------------------------------------------------
+@dataclass
+class TensorResult:
+    step: int
+    phase: str
+    reference: tuple[str, ...]
+    candidate: str
+    equal: bool
+    index: int | None = None
+    max_ulp: int | None = None
+    max_abs_diff: float | None = None
+    nonfinite: int = 0
+    nonfinite_pairs: int = 0
+    reason: str = ""
+
+    def reference_at_index(self) -> str:
+        return self.reference[0] if self.reference else ""
+
+
+def _build(node: Node, reader: PhaseReader, suffix: str) -> tuple[np.ndarray, str]:
+    """The node's tensor from reference bytes, candidate layout; casts only ever widen."""
+    if node.op == "leaf":
+        return reader.array(node.name + suffix), node.dtype
+    built = [_build(child, reader, suffix) for child in node.children]
+    array, dtype = built[0]
+    if node.op == "rename":
+        return array, dtype
+    if node.op == "transpose":
+        return np.ascontiguousarray(array.T), dtype
+    if node.op == "fuse":
+        if any(d != dtype for _, d in built):
+            raise RuleError(f"{node.name}: the fused parts differ in dtype")
+        return np.concatenate([a for a, _ in built], axis=node.axis), dtype
+    if node.op == "split":
+        index = [slice(None)] * array.ndim
+        index[node.axis] = slice(node.offset, node.offset + node.shape[node.axis])
+        return np.ascontiguousarray(array[tuple(index)]), dtype
+    wider = common_dtype(dtype, node.dtype)  # cast: widen when the target is wider
+    return (widen(array, dtype, wider), wider) if wider != dtype else (array, dtype)
+
+
+def _origin(node: Node, leaves: dict[str, int]) -> np.ndarray:
+    """For each element of the node's tensor, which reference leaf it came from."""
+    if node.op == "leaf":
+        return np.full(node.shape, leaves[node.name], np.int32)
+    parts = [_origin(child, leaves) for child in node.children]
+    if node.op == "transpose":
+        return np.ascontiguousarray(parts[0].T)
+    if node.op == "fuse":
+        return np.concatenate(parts, axis=node.axis)
+    if node.op == "split":
+        index = [slice(None)] * parts[0].ndim
+        index[node.axis] = slice(node.offset, node.offset + node.shape[node.axis])
+        return parts[0][tuple(index)]
+    return parts[0]
+
+
+class _Buffer:
+    """A read buffer reused for every block of every tensor: a fresh 32 MiB buffer per
+    block costs more in page faults than the comparison itself."""
+
+    def __init__(self) -> None:
+        self.data = bytearray()
+
+    def view(self, size: int) -> memoryview:
+        if size > len(self.data):
+            self.data = bytearray(size)
+        return memoryview(self.data)
+
+    def release(self) -> None:
+        self.data = bytearray()
+
+
+class _Blocks:
+    def __init__(self) -> None:
+        self.a = _Buffer()
+        self.b = _Buffer()
+
+    def views(self, size: int) -> tuple[memoryview, memoryview]:
+        return self.a.view(size), self.b.view(size)
+
+
+_BLOCKS = _Blocks()
+_LEAF = _Buffer()
+_CANDIDATE = _Buffer()
+
+
+def _plain(mapped: Mapped, ref: PhaseReader, cand: PhaseReader, result: TensorResult) -> Difference:
+    """A renamed tensor: the stored bytes, block by block (memcmp; numpy only for a block
+    that differs)."""
+    leaf = mapped.node.leaves()[0].name + mapped.suffix
+    entry = cand.entry(mapped.candidate)
+    raw = _raw_dtype(entry.dtype)
+    step = max(raw.itemsize, BLOCK_BYTES - BLOCK_BYTES % raw.itemsize)
+    difference = Difference()
+    view_a, view_b = _BLOCKS.views(min(step, entry.nbytes))
+    for start in range(0, entry.nbytes, step):
+        length = min(step, entry.nbytes - start)
+        block_a, block_b = view_a[:length], view_b[:length]
+        ref.read_into(leaf, start, block_a)
+        cand.read_into(mapped.candidate, start, block_b)
+        cand_raw = np.frombuffer(block_b, raw)
+        result.nonfinite += nonfinite_count(cand_raw, entry.dtype)
+        if not _BLOCKS.a.data.startswith(block_b):  # the first `length` bytes, by memcmp
+            ref_raw = np.frombuffer(block_a, raw)
+            difference.add(ref_raw, cand_raw, entry.dtype, start // raw.itemsize)
+    return difference
+
+
+TILE_BYTES = 4 * 1024 * 1024
+_LAYOUT_OPS = {"leaf", "rename", "transpose", "fuse"}
+
+
+def _tiles_equal(expected: np.ndarray, actual: np.ndarray) -> bool:
+    """Equal bits, compared tile by tile: square tiles when ``actual`` is a strided 2-D view
+    (a transpose: each tile stays in cache on both sides), slabs along the first axis
+    otherwise; temporaries stay small either way."""
+    if expected.ndim == 0 or expected.size == 0:
+        return bool(np.array_equal(expected, actual))
+    if expected.ndim == 2 and not actual.flags.c_contiguous:
+        side = 512
+        rows, cols = expected.shape
+        return all(
+            np.array_equal(expected[i : i + side, j : j + side], actual[i : i + side, j : j + side])
+            for i in range(0, rows, side)
+            for j in range(0, cols, side)
+        )
+    slab = max(1, TILE_BYTES // max(1, expected[0].nbytes))
+    return all(
+        np.array_equal(expected[i : i + slab], actual[i : i + slab])
+        for i in range(0, expected.shape[0], slab)
+    )
+
+
+def _layout_equal(node: Node, actual: np.ndarray, reader: PhaseReader, suffix: str) -> bool:
+    """Does the candidate view ``actual`` hold exactly ``node``? Renames, transposes and
+    fusions are pushed down to views of the candidate, so no reference tensor is copied
+    into the candidate's layout: each leaf is read once and compared in place."""
+    if node.op == "leaf":
+        return _tiles_equal(reader.array(node.name + suffix, _LEAF), actual)
+    if node.op == "rename":
+        return _layout_equal(node.children[0], actual, reader, suffix)
+    if node.op == "transpose":
+        return _layout_equal(node.children[0], actual.T, reader, suffix)
+    offset = 0
+    for child in node.children:  # fuse: each part against its slice of the candidate
+        index = [slice(None)] * actual.ndim
+        index[node.axis] = slice(offset, offset + child.shape[node.axis])
+        if not _layout_equal(child, actual[tuple(index)], reader, suffix):
+            return False
+        offset += child.shape[node.axis]
+    return True
+
+
+def _built(mapped: Mapped, ref: PhaseReader, cand: PhaseReader, result: TensorResult) -> Difference:
+    entry = cand.entry(mapped.candidate)
+    if mapped.node.ops() <= _LAYOUT_OPS and mapped.node.dtype == entry.dtype:
+        actual = cand.array(mapped.candidate, _CANDIDATE)
+        if _layout_equal(mapped.node, actual, ref, mapped.suffix):
+            result.nonfinite += nonfinite_count(actual, entry.dtype)
+            return Difference()
+        # a difference: build the expected tensor to locate and measure it
+    expected, dtype = _build(mapped.node, ref, mapped.suffix)
+    actual = cand.array(mapped.candidate)
+    result.nonfinite += nonfinite_count(actual, entry.dtype)
+    compare_in = common_dtype(dtype, entry.dtype)
+    a = widen(expected, dtype, compare_in).reshape(-1)
+    b = widen(actual, entry.dtype, compare_in).reshape(-1)
+    difference = Difference()
+    if not np.array_equal(a, b):
+        difference.add(a, b, compare_in, 0)
+        leaves = mapped.node.leaves()
+        if len(leaves) > 1 and difference.index is not None:
+            origin = _origin(mapped.node, {leaf.name: i for i, leaf in enumerate(leaves)})
+            first = leaves[int(origin.reshape(-1)[difference.index])].name + mapped.suffix
+            result.reference = (first, *(n for n in result.reference if n != first))
+    return difference
+
+
+def compare_tensor(
+    step: int, phase: str, mapped: Mapped, ref: PhaseReader, cand: PhaseReader
+) -> TensorResult:
+    entry = cand.entry(mapped.candidate)
+    node = mapped.node
+    result = TensorResult(step, phase, mapped.reference_names(), mapped.candidate, equal=False)
+    if tuple(entry.shape) != tuple(node.shape):
+        result.reason = (
+            f"shape {list(node.shape)} after the rules, {list(entry.shape)} in the candidate"
+        )
+        return result
+    casts = "cast" in node.ops()
+    if entry.dtype != node.dtype and not casts:
+        result.reason = (
+            f"dtype {node.dtype} after the rules, {entry.dtype} in the candidate "
+            "(no cast rule declares it; never cast silently)"
+        )
+        return result
+    try:
+        plain = node.ops() <= {"rename"}
+        difference = (_plain if plain else _built)(mapped, ref, cand, result)
+    except RuleError as exc:
+        result.reason = str(exc)
+        return result
+    result.equal = difference.count == 0
+    result.index = difference.index
+    result.max_ulp = difference.max_ulp
+    result.max_abs_diff = difference.max_abs_diff
+    result.nonfinite_pairs = difference.nonfinite_pairs
+    if not result.equal:
+        result.reason = f"{difference.count} of {math.prod(entry.shape)} elements differ"
+    return result
+
+
+# -- a whole comparison ------------------------------------------------------------------
+@dataclass
+class PhaseTally:
+    step: int
+    phase: str
+    compared: int = 0
+    equal: int = 0
+    unequal: int = 0
+    missing: int = 0
+    max_ulp: int | None = None
+    max_abs_diff: float | None = None
+    nonfinite: int = 0
+
+    def add(self, result: TensorResult) -> None:
+        self.compared += 1
+        self.nonfinite += result.nonfinite
+        if result.equal:
+            self.equal += 1
+            return
+        self.unequal += 1
+        if result.max_ulp is not None:
+            self.max_ulp = max(self.max_ulp or 0, result.max_ulp)
+        if result.max_abs_diff is not None:
+            self.max_abs_diff = max(self.max_abs_diff or 0.0, result.max_abs_diff)
+
+    def figures(self) -> dict[str, object]:
+        return {
+            "step": self.step,
+            "phase": self.phase,
+            "compared": self.compared,
+            "equal": self.equal,
+            "unequal": self.unequal,
+            "missing": self.missing,
+            "max_ulp": self.max_ulp,
+            "max_abs_diff": self.max_abs_diff,
+            "nonfinite": self.nonfinite,
+        }
+
+
+@dataclass
+class Comparison:
+    tallies: list[PhaseTally] = field(default_factory=list)
+    unequal: list[TensorResult] = field(default_factory=list)
+    missing: list[str] = field(default_factory=list)
+    problems: list[str] = field(default_factory=list)
+    first: TensorResult | None = None
+    unmatched_rules: list[str] = field(default_factory=list)
+    steps: list[int] = field(default_factory=list)
+
+    def totals(self) -> dict[str, int]:
+        return {
+            key: sum(getattr(t, key) for t in self.tallies)
+            for key in ("compared", "equal", "unequal", "missing")
+        }
+
+    @property
+    def aligned(self) -> bool:
+        totals = self.totals()
+        return (
+            totals["compared"] > 0
+            and totals["unequal"] == 0
+            and totals["missing"] == 0
+            and not self.problems
+        )
+
+    def first_divergence(self) -> dict[str, object] | None:
+        first = self.first
+        if first is None:
+            return None
+        return {
+            "step": first.step,
+            "phase": first.phase,
+            "reference": first.reference_at_index(),
+            "candidate": first.candidate,
+            "index": first.index,
+        }
+
+
+@dataclass(frozen=True)
+class Selection:
+    steps: StepRange = field(default_factory=StepRange)
+    phases: tuple[str, ...] = PHASES
+    phases_required: bool = False
+
+
+def _steps(reference: Dump, candidate: Dump, selection: Selection) -> list[int]:
+    known = set(reference.steps) | set(candidate.steps)
+    bounds = selection.steps
+    chosen = {s for s in known if s in bounds}
+    if bounds.first is not None and bounds.last is not None:
+        chosen |= set(range(bounds.first, bounds.last + 1))
+    return sorted(chosen)
+
+
+def compare_dumps(
+    reference: Dump,
+    candidate: Dump,
+    ruleset: RuleSet,
+    selection: Selection,
+    *,
+    slots: dict[str, str] | None = None,
+) -> Comparison:
+    """Compare every selected (step, phase); the first divergence by step, then by the
+    candidate's execution order."""
+    slot_map = DEFAULT_SLOTS if slots is None else slots
+    result = Comparison()
+    used_rules: set[str] = set()
+    for side, dump in (("reference", reference), ("candidate", candidate)):
+        for note in dump.incomplete:
+            result.problems.append(f"{side}: {note}")
+    steps = _steps(reference, candidate, selection)
+    result.steps = steps
+    if not steps:
+        result.problems.append("no step to compare in the selection")
+    for step in steps:
+        missing_sides = [
+            side
+            for side, dump in (("reference", reference), ("candidate", candidate))
+            if step not in dump.steps
+        ]
+        if missing_sides:
+            result.problems.append(
+                f"step {step}: missing in the {' and '.join(missing_sides)} dump"
+            )
+            for phase in selection.phases:
+                tally = PhaseTally(step, phase, missing=1)
+                result.tallies.append(tally)
+            continue
+        ref_step = read_step(reference, step, selection.phases)
+        cand_step = read_step(candidate, step, selection.phases)
+        position = cand_step.position()
+        step_results: list[TensorResult] = []
+        for phase in selection.phases:
+            tally = PhaseTally(step, phase)
+            result.tallies.append(tally)
+            step_results += _compare_phase(
+                ref_step,
+                cand_step,
+                phase,
+                ruleset=ruleset,
+                slots=slot_map,
+                selection=selection,
+                tally=tally,
+                result=result,
+                used_rules=used_rules,
+            )
+        diverged = [r for r in step_results if not r.equal]
+        if diverged and result.first is None:
+            last = len(position)
+            result.first = min(
+                diverged,
+                key=lambda r: (position.get((r.phase, r.candidate), last), PHASES.index(r.phase)),
+            )
+        result.unequal += diverged
+    for buffer in (_BLOCKS.a, _BLOCKS.b, _LEAF, _CANDIDATE):
+        buffer.release()  # a process that audits on holds no tensor-sized buffer
+    try:
+        rules = ruleset.all_rules()
+    except RuleError:
+        rules = []
+    result.unmatched_rules = [
+        label(rule, i) for i, rule in enumerate(rules) if label(rule, i) not in used_rules
+    ]
+    return result
+
+
+def _compare_phase(
+    ref_step: StepDump,
+    cand_step: StepDump,
+    phase: str,
+    *,
+    ruleset: RuleSet,
+    slots: dict[str, str],
+    selection: Selection,
+    tally: PhaseTally,
+    result: Comparison,
+    used_rules: set[str],
+) -> list[TensorResult]:
+    ref_file, cand_file = ref_step.phases.get(phase), cand_step.phases.get(phase)
+    where = f"step {ref_step.step} {phase}"
+    if ref_file is None or cand_file is None:
+        if ref_file is None and cand_file is None:
+            if selection.phases_required:
+                tally.missing += 1
+                result.problems.append(f"{where}: dumped on neither side")
+            return []
+        absent = "reference" if ref_file is None else "candidate"
+        present = cand_file if ref_file is None else ref_file
+        count = len(present.header.tensors) if present else 0
+        tally.missing += max(count, 1)
+        result.problems.append(f"{where}: no {phase}.safetensors in the {absent} dump")
+        return []
+    candidate_slots = (
+        frozenset(split_slot(name)[1] for name in cand_file.header.tensors)
+        if phase == "optimizer"
+        else frozenset()
+    )
+    mapped, problems = map_phase(phase, ref_file.header.tensors, ruleset, slots, candidate_slots)
+    result.problems += [f"{where}: {p}" for p in problems]
+    for item in mapped.values():
+        used_rules.update(item.node.rules)
+    cand_names = set(cand_file.header.tensors)
+    for name in sorted(set(mapped) - cand_names):
+        tally.missing += 1
+        _note(
+            result.missing,
+            f"{where}: {name} (from {', '.join(mapped[name].reference_names())})"
+            " is not in the candidate",
+        )
+    for name in sorted(cand_names - set(mapped)):
+        tally.missing += 1
+        _note(result.missing, f"{where}: {name} has no reference tensor after the rules")
+    ref_reader, cand_reader = PhaseReader(ref_file), PhaseReader(cand_file)
+    results: list[TensorResult] = []
+    try:
+        for name in sorted(set(mapped) & cand_names):
+            compared = compare_tensor(ref_step.step, phase, mapped[name], ref_reader, cand_reader)
+            tally.add(compared)
+            results.append(compared)
+    finally:
+        ref_reader.close()
+        cand_reader.close()
+    return results
+
+
+def _note(items: list[str], text: str) -> None:
+    if len(items) < LIST_LIMIT:
+        items.append(text)
+
+
+def parse_phases(given: Iterable[str]) -> tuple[str, ...]:
+    chosen = tuple(dict.fromkeys(given))
+    unknown = [p for p in chosen if p not in PHASES]
+    if unknown:
+        raise ValueError(f"unknown phase(s) {', '.join(unknown)}: choose from {', '.join(PHASES)}")
+    return chosen
