@@ -23,7 +23,7 @@ def test_demo_shows_the_blocked_pr_then_what_discharges(capsys: pytest.CaptureFi
     before, rest = result.out.split("== (b)")
     forgery, after = rest.split("== (c)")
     assert "results/paddle (recorded run, receipted by hand): manifest.json probe/0" in before
-    assert "receipts: 13 (0 formal, 13 probe, 0 rejected)" in before
+    assert "receipts: 14 (0 formal, 14 probe, 0 rejected)" in before
     assert "no formal candidate loss: results/paddle/loss.receipt.json: unsigned" in before
     assert "formal_alignment_steps = 0 / 100" in before
     assert "format:experiments/e055-acceptance-oracle-20260819/manifest.json" in before
@@ -46,7 +46,8 @@ def test_demo_shows_the_blocked_pr_then_what_discharges(capsys: pytest.CaptureFi
     assert found["contract_environment.tensor-inventory"] == "discharging"
     assert "formal_alignment_steps = 4 / 100" in after
     assert "first divergence at step 5" in after
-    assert "model.layers.1.self_attn.indexer" in after
+    # the consumption probe explains the five MTP indexer tensors the candidate leaves out
+    assert "5 of 10 MTP tensors not consumed" in after
     # tensor level: the first divergence located to a named tensor, repeats identical
     assert "first divergence: step 1 activation model.layers.0.input_layernorm" in after
     assert "repeat-{1,2,3}/tensors: deterministic=true" in after

@@ -80,7 +80,7 @@ def test_status_is_deterministic_and_fixed_size(
     contract_rows = [
         line for line in first.splitlines() if line.startswith("| `") and "` | yes |" in line
     ]
-    assert len(contract_rows) == 5
+    assert len(contract_rows) == 6
     for index in range(20):
         write_loss_json(
             seeded.root / f"experiments/extra/run{index:02d}/loss.json",
@@ -332,7 +332,7 @@ def test_junit_has_one_testcase_per_contract(
     ]
     assert cases[3].find("failure") is None
     assert cases[2].find("failure") is not None
-    assert suite.get("failures") == "4"
+    assert suite.get("failures") == "5"
     props = {p.get("name"): p.get("value") for p in suite.iter("property")}
     assert props["formal_alignment_steps"] == "0"
 
@@ -341,7 +341,7 @@ def test_github_annotations(seeded: Workspace, capsys: pytest.CaptureFixture[str
     lines = seeded.gates(capsys, "audit", "--format", "github").out.splitlines()
     assert lines[-1] == "::notice title=gates verdict=blocked::formal_alignment_steps = 0 / 100"
     errors = [line for line in lines if line.startswith("::error ")]
-    assert len(errors) == 4
+    assert len(errors) == 5
     assert errors[0].startswith(
         "::error file=contracts/config-semantics.toml,title=contract_environment.config-semantics::"
     )

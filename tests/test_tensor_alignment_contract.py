@@ -4,13 +4,13 @@
 from __future__ import annotations
 
 import json
+import shutil
 from pathlib import Path
 
 import numpy as np
 import pytest
 
-from gates.tensors.layout import dump_files
-from tests.conftest import GLM_PROFILE, Workspace, profile_args, write
+from tests.conftest import Workspace, declare_entrypoints, signed_run, write
 from tests.tensorgen import glm_pair, write_dump
 
 CONTRACT = "acceptance_oracle.tensor-alignment"
@@ -18,27 +18,12 @@ PREFIX = "model.layers.0.mlp.experts.0"
 
 
 def _receipt_dump(ws: Workspace, capsys: pytest.CaptureFixture[str], side: str, fw: str) -> None:
-    folder = ws.root / "results" / side
-    subjects = [
-        arg
-        for path in dump_files(folder)
-        for arg in ("--subject", path.relative_to(ws.root).as_posix())
-    ]
-    result = ws.gates(
-        capsys,
-        "receipt",
-        "create",
-        "--kind",
-        "tensor_dump",
-        *subjects,
-        "--framework",
-        fw,
-        "-o",
-        f"results/{side}/tensors.receipt.json",
-        "--force",
-        *profile_args(GLM_PROFILE),
-    )
-    assert result.code == 0, result.err
+    """The dump a signed `gates run` of the side's entrypoint writes (staged by the test)."""
+    staged = ws.root.parent / f"staged-{side}"
+    shutil.rmtree(staged, ignore_errors=True)
+    shutil.move(ws.root / "results" / side / "tensors", staged)
+    declare_entrypoints(ws.root)
+    signed_run(ws.root, capsys, fw, [1.0], out=f"results/{side}", dump=staged)
 
 
 def _steps_param(ws: Workspace, steps: str) -> None:

@@ -9,8 +9,9 @@ from typing import Any
 from pydantic import ValidationError
 
 from gates.checkpoints.rules import RuleSet
-from gates.contracts.loader import load_contract, load_contracts
+from gates.contracts.loader import load_contract
 from gates.errors import ConfigError
+from gates.workspace import Workspace
 
 RULE_KEYS = ("rules", "aoa", "placeholders")
 INVENTORY_CHECK = "tensor_inventory"
@@ -34,9 +35,13 @@ def load_ruleset(path: Path) -> RuleSet:
     return ruleset_from_params(spec.params, str(path))
 
 
-def workspace_ruleset(contracts_dir: Path) -> tuple[RuleSet, str | None]:
-    """The rules of the workspace's tensor-inventory contract, if it has one."""
-    loaded, _ = load_contracts(contracts_dir)
+def workspace_ruleset(workspace: Workspace) -> tuple[RuleSet, str | None]:
+    """The rules of the tensor-inventory contract of the policy in force, if it has one
+    (from the protected ref when there is one: a PR cannot loosen the naming rules)."""
+    from gates.policy import policy_of  # noqa: PLC0415  (policy loads contracts: no cycle at import)
+
+    _, policy = policy_of(workspace)
+    loaded, _ = policy.contracts()
     for path, spec in loaded:
         if spec.check == INVENTORY_CHECK:
             return ruleset_from_params(spec.params, str(path)), str(path)

@@ -69,7 +69,7 @@ def bound_files(location: Location, report: CheckpointReport) -> tuple[str, ...]
 
 def resolve_rules(workspace: Workspace, rules: str | None, cwd: Path) -> tuple[RuleSet, str | None]:
     if rules is None:
-        return workspace_ruleset(workspace.contracts_dir)
+        return workspace_ruleset(workspace)
     path = Path(rules) if Path(rules).is_absolute() else cwd / rules
     return load_ruleset(path), rules
 

@@ -45,7 +45,7 @@ def is_dump(path: Path) -> bool:
 
 def _ruleset(workspace: Workspace, rules: str | None, cwd: Path) -> tuple[RuleSet, str | None]:
     if rules is None:
-        return workspace_ruleset(workspace.contracts_dir)
+        return workspace_ruleset(workspace)
     relpath = to_workspace_relpath(workspace.root, rules, cwd)
     return load_ruleset(resolve_inside(workspace.root, relpath, what="rules contract")), relpath
 

@@ -88,7 +88,7 @@ def evaluate(context: EvaluationContext, raw: dict[str, Any]) -> list[Criterion]
         if any(key in raw for key in RULE_KEYS):
             ruleset = ruleset_from_params(raw, "tensor-alignment contract")
         else:
-            ruleset, _ = workspace_ruleset(context.workspace.contracts_dir)
+            ruleset, _ = workspace_ruleset(context.workspace)
     except ConfigError as exc:
         raise EvaluationError(exc.message) from None
     root = context.workspace.root
