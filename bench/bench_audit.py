@@ -99,7 +99,7 @@ def median_seconds_of(steps: list[Step], repeats: int, cwd: Path) -> float:
                 cwd=cwd,
                 capture_output=True,
                 check=False,
-                env={**GIT_ENV, "GIT_OPTIONAL_LOCKS": "0"},
+                env={**GIT_ENV, "GIT_OPTIONAL_LOCKS": "0", "GIT_NO_REPLACE_OBJECTS": "1"},
             )
 
     return median_seconds(once, repeats)
@@ -111,8 +111,9 @@ def raw_freeze_git_steps(pin: str) -> list[Step]:
         f":(exclude,literal){path}"
         for path in ("gates.toml", "contracts", "results", "experiments", "outputs", ".gates")
     ]
+    git = ["git", "-c", "core.fsmonitor=false", "-c", "core.untrackedCache=false"]
     status = [
-        "git",
+        *git,
         "status",
         "--porcelain=v2",
         "-z",
@@ -122,11 +123,15 @@ def raw_freeze_git_steps(pin: str) -> list[Step]:
         ".",
         *governance,
     ]
-    batch = ["git", "cat-file", "--batch-check"]
+    ls_files = [*git, "ls-files", "-z", "--exclude-per-directory=.gitignore"]
+    batch = [*git, "cat-file", "--batch-check"]
     return [
         (status, None),
         (batch, f"HEAD\n{pin}^{{commit}}\n{pin}\n".encode()),
-        (["git", "ls-tree", "-r", "-z", "--full-tree", "HEAD"], None),
+        ([*git, "for-each-ref", "refs/replace/"], None),
+        ([*git, "ls-tree", "-r", "-z", "--full-tree", "HEAD"], None),
+        ([*ls_files, "-v", "--cached", "--others", "--", ".", *governance], None),
+        ([*ls_files, "--others", "--ignored", "--directory", "--", ".", *governance], None),
         (status, None),
         (batch, b"HEAD\n"),
     ]
