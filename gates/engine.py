@@ -25,10 +25,10 @@ from gates.contracts.model import (
     DischargeStatus,
     EvaluationContext,
     EvaluationError,
-    Evidence,
     discharge_status,
 )
 from gates.contracts.registry import FREEZE_CHECK, MODULES, evaluator
+from gates.evidence import Evidence
 from gates.freeze import FreezeReport, evaluate_freeze
 from gates.hashing import StatCache, cache_file
 from gates.receipts.model import RECEIPT_SUFFIX, Receipt

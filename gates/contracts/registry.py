@@ -21,7 +21,7 @@ MODULES: dict[str, str] = {
     "tensor_inventory": "tensor_inventory",
 }
 
-#: The check whose contract decides whether any receipt may count (DESIGN.md).
+#: The check whose contract decides whether any receipt may count (docs/concepts.md).
 FREEZE_CHECK = "source_freeze"
 
 

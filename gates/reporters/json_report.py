@@ -1,4 +1,4 @@
-"""`--format json`: the audit object of DESIGN.md, keys in a stable order."""
+"""`--format json`: the audit object (docs/cli.md), keys in a stable order."""
 
 from __future__ import annotations
 
@@ -6,8 +6,9 @@ import datetime as dt
 import json
 from typing import Any
 
-from gates.contracts.model import ContractResult, Evidence
+from gates.contracts.model import ContractResult
 from gates.engine import AuditResult
+from gates.evidence import Evidence
 from gates.receipts.verify import Judgement, Status
 
 
