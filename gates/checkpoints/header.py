@@ -4,9 +4,16 @@ Format: an 8-byte little-endian header length N, N bytes of UTF-8 JSON (an
 object: tensor name -> {dtype, shape, data_offsets}, plus an optional
 `__metadata__` string -> string map), then the byte buffer. It accepts what the
 `safetensors` library accepts and rejects what it rejects (a differential test
-holds us to that), with one deliberate exception: a repeated JSON key, which
-the library resolves by keeping the last one, is rejected here, since two
-readers could then see two different checkpoints.
+and a hypothesis fuzzer hold us to that), with one deliberate exception: a
+repeated JSON key, which the library's README forbids but the library resolves
+by keeping the last one (or ignores, inside an unknown field), is rejected
+here, since two readers could then see two different checkpoints.
+
+The library parses with serde_json, whose limits we mirror where Python's
+json is laxer: nesting depth (serde_json refuses a 128th level), the
+non-standard `NaN`/`Infinity` tokens and numbers beyond the float64 range
+(both refused by serde_json), and the element count, whose every partial
+product must fit a u64, in the order the library multiplies.
 
 The header length is checked against the file size before anything is read,
 so a hostile length of 2**63 allocates nothing.
@@ -28,6 +35,9 @@ from gates.canonical import DuplicateKeyError, unique_pairs
 MAX_HEADER_BYTES = 100_000_000
 USIZE_MAX = 2**64 - 1
 METADATA_KEY = "__metadata__"
+#: serde_json's recursion limit: a value nested 128 levels deep (top object = 1) is refused.
+MAX_DEPTH = 127
+_FIELDS = frozenset(("dtype", "shape", "data_offsets"))
 
 #: Every dtype of the format, with its size in bits.
 DTYPE_BITS: dict[str, int] = {
@@ -136,7 +146,41 @@ def _entry(name: str, info: Any) -> TensorEntry:
     start, end = offsets
     _usize(start, f"tensor {name!r} data_offsets")
     _usize(end, f"tensor {name!r} data_offsets")
+    if len(info) > len(_FIELDS):
+        for field_name, value in info.items():
+            if field_name not in _FIELDS:
+                _check_ignored(value, f"tensor {name!r} field {field_name!r}")
     return TensorEntry(name, dtype, tuple(shape), start, end)
+
+
+def _check_ignored(value: Any, where: str) -> None:
+    """An unknown field is skipped by the library, but serde_json still parses it: refuse
+    what serde_json refuses (too deep, NaN/Infinity, a number beyond float64)."""
+    pending: list[tuple[Any, int]] = [(value, 3)]  # the top object and the tensor's are 1 and 2
+    while pending:
+        item, depth = pending.pop()
+        if type(item) is float and not math.isfinite(item):
+            raise HeaderError(
+                f"invalid JSON in header: {where}: {item} is not a finite JSON number "
+                "(NaN, Infinity or out of the float64 range)"
+            )
+        if type(item) is int and not _fits_float64(item):
+            raise HeaderError(f"invalid JSON in header: {where}: integer out of the float64 range")
+        if isinstance(item, (list, dict)):
+            if depth > MAX_DEPTH:
+                raise HeaderError(
+                    f"invalid JSON in header: {where}: nested deeper than {MAX_DEPTH} levels"
+                )
+            children = item.values() if isinstance(item, dict) else item
+            pending.extend((child, depth + 1) for child in children)
+
+
+def _fits_float64(value: int) -> bool:
+    try:
+        float(value)
+    except OverflowError:
+        return False
+    return True
 
 
 def _metadata(value: Any) -> dict[str, str] | None:
@@ -153,9 +197,13 @@ def _check_layout(tensors: list[TensorEntry], buffer_size: int) -> None:
     for entry in sorted(tensors, key=lambda t: (t.start, t.end)):
         if entry.start != offset or entry.end < entry.start:
             raise HeaderError(f"invalid offset for tensor {entry.name!r}")
-        elements = math.prod(entry.shape)
+        elements = 1
+        for dim in entry.shape:  # every partial product must fit, as in the library
+            elements *= dim
+            if elements > USIZE_MAX:
+                raise HeaderError(f"overflow computing the size of tensor {entry.name!r}")
         bits = elements * DTYPE_BITS[entry.dtype]
-        if elements > USIZE_MAX or bits > USIZE_MAX:
+        if bits > USIZE_MAX:
             raise HeaderError(f"overflow computing the size of tensor {entry.name!r}")
         if bits % 8:
             raise HeaderError(f"tensor {entry.name!r} does not end on a byte boundary")
@@ -194,6 +242,12 @@ def _load_json(text: str) -> dict[str, Any]:
         raise HeaderError(f"invalid JSON in header: {exc}") from None
     except json.JSONDecodeError as exc:
         raise HeaderError(f"invalid JSON in header: {exc.msg} at column {exc.colno}") from None
+    except RecursionError:
+        raise HeaderError(
+            f"invalid JSON in header: nested deeper than {MAX_DEPTH} levels"
+        ) from None
+    except ValueError as exc:  # an integer literal of more than 4,300 digits
+        raise HeaderError(f"invalid JSON in header: number out of range ({exc})") from None
     if not isinstance(document, dict):
         raise HeaderError("invalid JSON in header: not an object")
     return document
