@@ -40,6 +40,7 @@ def survey_document(
         "counts": found.counts(),
         "differences": [d.to_json() for d in found.differences],
         "rule_problems": list(found.rule_problems),
+        "notes": list(found.notes),
     }
 
 
@@ -54,6 +55,7 @@ def render_text(document: dict[str, object], found: Survey) -> str:
     for side in ("reference", "candidate"):
         lines += [f"invalid {side}: {p}" for p in document[side]["problems"]]  # type: ignore[index]
     lines += [f"rule problem: {p}" for p in found.rule_problems]
+    lines += [f"note: {n}" for n in found.notes]
     if found.structural:
         lines.append("structural:")
         lines += [
@@ -92,7 +94,7 @@ def diff(
     cand = check_checkpoint(
         root, to_workspace_relpath(root, candidate, cwd), cache=cache, hash_contents=False
     )
-    found = survey(ref.checkpoint, cand.checkpoint, ruleset)
+    found = survey(ref.checkpoint, cand.checkpoint, ruleset, (ref.path, cand.path))
     problems = (list(ref.checkpoint.problems), list(cand.checkpoint.problems))
     document = survey_document(ref.path, cand.path, found, problems, rules_source)
     receipt, artifact = write_checker_output(

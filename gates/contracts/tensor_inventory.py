@@ -71,10 +71,12 @@ def _structure(found: Survey) -> Criterion:
     problems += [
         f"{d.reference[0]} {d.detail}" if d.reference else d.detail for d in found.structural
     ]
+    notes = "".join(f"; note: {note}" for note in found.notes)
     if not problems:
-        detail = f"{found.reference_count} vs {found.candidate_count} tensors; {summary}"
+        detail = f"{found.reference_count} vs {found.candidate_count} tensors; {summary}{notes}"
         return Criterion("no_structural_difference", True, detail)
-    return Criterion("no_structural_difference", False, "; ".join(problems[:5]) + f" ({summary})")
+    detail = "; ".join(problems[:5]) + f" ({summary}){notes}"
+    return Criterion("no_structural_difference", False, detail)
 
 
 def _hash_match(content: ContentComparison | None) -> Criterion:
