@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import json
 import math
+import operator
 import os
 import re
 import struct
@@ -153,6 +154,39 @@ def _entry(name: str, info: Any) -> TensorEntry:
     return TensorEntry(name, dtype, tuple(shape), start, end)
 
 
+def _entries(document: dict[str, Any]) -> list[TensorEntry]:
+    """Every tensor entry; the common, well-formed entry is checked inline (the listing's
+    hot loop), anything else goes through `_entry` for the exact error."""
+    entries: list[TensorEntry] = []
+    append = entries.append
+    bits = DTYPE_BITS
+    for name, info in document.items():
+        if type(info) is dict and len(info) == 3:
+            dtype = info.get("dtype")
+            shape = info.get("shape")
+            offsets = info.get("data_offsets")
+            if (
+                type(dtype) is str
+                and dtype in bits
+                and type(shape) is list
+                and type(offsets) is list
+                and len(offsets) == 2
+            ):
+                start, end = offsets
+                dims = tuple(shape)
+                if (
+                    type(start) is int
+                    and type(end) is int
+                    and 0 <= start <= USIZE_MAX
+                    and 0 <= end <= USIZE_MAX
+                    and all(type(d) is int and 0 <= d <= USIZE_MAX for d in dims)
+                ):
+                    append(TensorEntry(name, dtype, dims, start, end))
+                    continue
+        append(_entry(name, info))
+    return entries
+
+
 def _check_ignored(value: Any, where: str) -> None:
     """An unknown field is skipped by the library, but serde_json still parses it: refuse
     what serde_json refuses (too deep, NaN/Infinity, a number beyond float64)."""
@@ -191,10 +225,13 @@ def _metadata(value: Any) -> dict[str, str] | None:
     return value
 
 
+_BY_OFFSETS = operator.itemgetter(3, 4)  # TensorEntry (name, dtype, shape, start, end)
+
+
 def _check_layout(tensors: list[TensorEntry], buffer_size: int) -> None:
     """Offsets contiguous from 0, sizes = elements x dtype size, buffer covered exactly."""
     offset = 0
-    for entry in sorted(tensors, key=lambda t: (t.start, t.end)):
+    for entry in sorted(tensors, key=_BY_OFFSETS):
         if entry.start != offset or entry.end < entry.start:
             raise HeaderError(f"invalid offset for tensor {entry.name!r}")
         elements = 1
@@ -219,7 +256,7 @@ def _check_layout(tensors: list[TensorEntry], buffer_size: int) -> None:
         )
 
 
-_STRING_TOKEN = re.compile(r'"(?:[^"\\]|\\.)*"(\s*:)?')
+_SPACE_BEFORE_COLON = re.compile(r'"[ \t\n\r]+:')
 _NEGATIVE_ZERO = re.compile(r"-0(?![0-9.eE])")
 
 
@@ -233,10 +270,16 @@ def _load_json(text: str) -> dict[str, Any]:
     could hold a repeated key (more keys in the text than in the result) or a `-0`."""
     try:
         document = json.loads(text)
-        if type(document) is dict and not _NEGATIVE_ZERO.search(text):
-            tokens = _STRING_TOKEN.findall(text)
-            if len(tokens) - tokens.count("") == _keys_in(document):
-                return document
+        # Every key is a string followed by `:`, so without whitespace before a colon
+        # `":` occurs at least once per key in the text (more if a string holds `":`);
+        # as often as the result has keys, no key was repeated.
+        if (
+            type(document) is dict
+            and ("-0" not in text or not _NEGATIVE_ZERO.search(text))
+            and text.count('":') == _keys_in(document)
+            and not _SPACE_BEFORE_COLON.search(text)
+        ):
+            return document
         document = json.loads(text, object_pairs_hook=unique_pairs, parse_int=_parse_int)
     except DuplicateKeyError as exc:
         raise HeaderError(f"invalid JSON in header: {exc}") from None
@@ -263,7 +306,7 @@ def parse_header(raw: bytes, file_size: int) -> Header:
     if _SURROGATE_ESCAPE.search(text):
         _check_strings(document)
     metadata = _metadata(document.pop(METADATA_KEY, None))
-    entries = [_entry(name, info) for name, info in document.items()]
+    entries = _entries(document)
     data_start = 8 + len(raw)
     _check_layout(entries, file_size - data_start)
     return Header({e.name: e for e in entries}, metadata, data_start, file_size)
