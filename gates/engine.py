@@ -9,13 +9,16 @@ from __future__ import annotations
 
 import dataclasses
 import datetime as dt
+import functools
 import os
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
+from gates import __version__
 from gates.alignment import Alignment, Side, formal_alignment
+from gates.audit_index import INDEX_KIND, AuditIndex, contracts_digest
 from gates.contracts import results_schema_and_provenance as results_contract
 from gates.contracts.loader import ContractFileError, load_contracts
 from gates.contracts.model import (
@@ -121,11 +124,36 @@ def judging_context(
 
 
 def judge_receipts(workspace: Workspace, context: JudgingContext) -> tuple[Judgement, ...]:
-    """Every receipt under the evidence locations, re-judged now, sorted by path."""
+    """Every receipt under the evidence locations, re-judged now, sorted by path.
+
+    A receipt whose file and subjects are unchanged since an audit under the same
+    fingerprint is not read again: the audit index holds its judgement.
+    """
     paths, judgements = discover_receipts(workspace.root, workspace.config.evidence.locations)
-    judgements += [judge(context, path) for path in paths]
+    index = AuditIndex(
+        workspace.root,
+        cache_file(workspace.root, INDEX_KIND),
+        index_fingerprint(workspace, context),
+    )
+    judgements += [
+        index.judge(path, functools.partial(judge, context, path), context.checked_dirs)
+        for path in paths
+    ]
+    index.save()
     context.cache.save()
     return tuple(sorted(check_inputs(judgements), key=lambda j: j.path))
+
+
+def index_fingerprint(workspace: Workspace, context: JudgingContext) -> str:
+    """Everything a kept judgement depends on besides the files it read."""
+    return "|".join(
+        [
+            __version__,
+            contracts_digest(workspace.contracts_dir),
+            context.pin_source_tree or "-",
+            "discharged" if context.freeze_discharged else "not-discharged",
+        ]
+    )
 
 
 def check_inputs(judgements: list[Judgement]) -> list[Judgement]:

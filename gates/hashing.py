@@ -65,8 +65,12 @@ def cache_file(root: Path, kind: str = "") -> Path | None:
     return base / (f"{name}.{kind}.json" if kind else f"{name}.json")
 
 
-def _stat_key(stat: os.stat_result) -> list[int]:
+def stat_key(stat: os.stat_result) -> list[int]:
+    """(device, inode, size, mtime_ns, ctime_ns): a file unchanged since keeps all five."""
     return [stat.st_dev, stat.st_ino, stat.st_size, stat.st_mtime_ns, stat.st_ctime_ns]
+
+
+_stat_key = stat_key
 
 
 class StatCache:
