@@ -19,15 +19,31 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from enum import StrEnum
 from pathlib import Path
-from typing import Literal
+from typing import Literal, Protocol
 
 from gates import git
-from gates.config import GatesConfig
 from gates.errors import ConfigError
 from gates.hashing import StatCache, cache_file
 from gates.paths import is_under
 from gates.precommit import stashed_paths
 from gates.worktree import BLOB_TABLE, differing_files
+
+
+class FreezeSectionLike(Protocol):
+    @property
+    def pin(self) -> str: ...
+    @property
+    def strict(self) -> bool: ...
+    @property
+    def paths(self) -> tuple[str, ...]: ...
+
+
+class FreezeConfig(Protocol):
+    """What the freeze reads of gates.toml: GatesConfig, or the lean FreezeSettings."""
+
+    @property
+    def freeze(self) -> FreezeSectionLike: ...
+    def governance_paths(self) -> tuple[str, ...]: ...
 
 
 class Reason(StrEnum):
@@ -113,7 +129,7 @@ class FreezeReport:
 class SourceTree:
     """Which paths belong to the source tree under a given configuration."""
 
-    def __init__(self, config: GatesConfig) -> None:
+    def __init__(self, config: FreezeConfig) -> None:
         self.governance = config.governance_paths()
         self.narrow_to = tuple(config.freeze.paths)
 
@@ -264,7 +280,7 @@ def _resolve(root: Path, pin: str) -> _Resolution:
 
 def evaluate_freeze(
     root: Path,
-    config: GatesConfig,
+    config: FreezeConfig,
     *,
     between_reads: Callable[[], None] | None = None,
 ) -> FreezeReport:

@@ -10,9 +10,9 @@ import sys
 from pathlib import Path
 
 from gates import exitcodes
-from gates.commands.freeze import show
+from gates.commands.freeze import show_settings
 from gates.errors import GatesError
-from gates.workspace import open_workspace
+from gates.freeze_settings import find_root, load_freeze_settings
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -24,8 +24,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--json", action="store_true", help="print one JSON object")
     args = parser.parse_args(argv)
     try:
-        workspace = open_workspace(Path(args.workspace))
-        return show(workspace, as_json=args.json, echo=print)
+        root = find_root(Path(args.workspace))
+        return show_settings(root, load_freeze_settings(root), as_json=args.json, echo=print)
     except GatesError as error:
         print(f"audit_source_freeze: error: {error.one_line()}", file=sys.stderr)
         return exitcodes.ERROR
