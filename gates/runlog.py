@@ -20,7 +20,7 @@ _WARNING = re.compile(rb"^(?P<file>.+?):\d+: (?:\w+\.)*\w*Warning: ")
 class StderrTee:
     """Reads a child's stderr in a thread: all to ``log``, the rest to ``terminal``."""
 
-    def __init__(self, source: IO[bytes], log: Path, terminal: IO[bytes], workspace: Path) -> None:
+    def __init__(self, source: IO[bytes], log: Path, terminal: IO[str], workspace: Path) -> None:
         self.source = source
         self.log = log
         self.terminal = terminal
@@ -50,7 +50,7 @@ class StderrTee:
                 if in_warning and line[:1] in (b" ", b"\t"):
                     continue  # the warning's source line
                 in_warning = False
-                self.terminal.write(line)
+                self.terminal.write(line.decode("utf-8", "replace"))
                 self.terminal.flush()
 
     def join(self) -> None:

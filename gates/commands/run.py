@@ -208,13 +208,14 @@ def _launch(
     started = time.time()
     child = subprocess.Popen(command, env=env, cwd=cwd, stderr=subprocess.PIPE)
     assert child.stderr is not None  # noqa: S101  (stderr=PIPE above)
-    tee = StderrTee(child.stderr, log, sys.stderr.buffer, own_code)
+    tee = StderrTee(child.stderr, log, sys.stderr, own_code)
     forwarder = _Forwarder(child)
     try:
         code = child.wait()
     finally:
         forwarder.restore()
         tee.join()
+        child.stderr.close()
     return Finished(
         run_id=run_id,
         exit_status=code if code >= 0 else 128 - code,
