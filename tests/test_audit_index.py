@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 import gates.engine
+import gates.workspace
 from gates.audit_index import INDEX_KIND
 from gates.hashing import cache_file
 from tests.conftest import Workspace, write
@@ -170,3 +171,20 @@ def test_no_index_when_caching_is_off(
     assert {r["status"] for r in receipts(report).values()} == {"formal"}
     monkeypatch.delenv("GATES_CACHE_DIR")
     assert not index_file(evidence).exists()
+
+
+def test_a_kept_judgement_rebuilds_the_validated_receipt(
+    evidence: Workspace, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from gates.audit_index import judgement_from_data, judgement_to_data  # noqa: PLC0415
+    from gates.receipts.model import Receipt  # noqa: PLC0415
+
+    run = gates.engine.judge_workspace(gates.workspace.open_workspace(evidence.root))
+    for judgement in run.receipts:
+        data = judgement_to_data(judgement)
+        assert data is not None and judgement.receipt is not None
+        rebuilt = judgement_from_data(judgement.path, json.loads(json.dumps(data)))
+        assert rebuilt == judgement
+        assert rebuilt.receipt is not None
+        assert rebuilt.receipt.model_dump() == judgement.receipt.model_dump()
+        assert Receipt.model_validate(rebuilt.receipt.model_dump()) == judgement.receipt
