@@ -34,7 +34,8 @@ HUGE = [2**32, 2**61, 2**62, 2**63, 2**64 - 1, 2**64]
 ODD_SPELLINGS = ["{n}.0", "{n}e0", "-{n}", "0{n}", "-0", "{n}E+0", " {n} "]
 ODD_WHITESPACE = ["\t", "\n", "\r", "\x0c", "\x00", "\ufeff", "\u00a0"]
 DUPLICATE = "\x00again:"  # a field key with this prefix is written without it: a repeated key
-MUTATIONS = (
+#: What one mutation changes in one tensor entry (mutate_tensor), then in the whole file.
+TENSOR_MUTATIONS = (
     "spelling",
     "huge_dim",
     "offset",
@@ -42,15 +43,11 @@ MUTATIONS = (
     "dtype",
     "extra_value",
     "extra_deep",
-    "duplicate_tensor",
     "duplicate_field",
-    "metadata_value",
-    "whitespace",
-    "byte",
-    "length",
-    "buffer",
     "drop_field",
 )
+FILE_MUTATIONS = ("duplicate_tensor", "metadata_value", "whitespace", "byte", "length", "buffer")
+MUTATIONS = TENSOR_MUTATIONS + FILE_MUTATIONS
 
 json_scalars = st.one_of(
     st.none(),
@@ -67,19 +64,6 @@ json_values = st.recursive(
     ),
     max_leaves=4,
 )
-
-
-TENSOR_MUTATIONS = {
-    "spelling",
-    "huge_dim",
-    "offset",
-    "size",
-    "dtype",
-    "extra_value",
-    "extra_deep",
-    "duplicate_field",
-    "drop_field",
-}
 
 
 def mutate_tensor(draw: st.DrawFn, mutation: str, fields: dict[str, str]) -> None:
