@@ -244,10 +244,10 @@ def _check_layout(tensors: list[TensorEntry], buffer_size: int) -> None:
             raise HeaderError(f"overflow computing the size of tensor {entry.name!r}")
         if bits % 8:
             raise HeaderError(f"tensor {entry.name!r} does not end on a byte boundary")
-        if bits // 8 != entry.nbytes:
+        if bits // 8 != entry.end - entry.start:
             raise HeaderError(
                 f"tensor {entry.name!r}: shape {list(entry.shape)} of {entry.dtype} needs "
-                f"{bits // 8} bytes, data_offsets give {entry.nbytes}"
+                f"{bits // 8} bytes, data_offsets give {entry.end - entry.start}"
             )
         offset = entry.end
     if offset != buffer_size:
@@ -315,7 +315,7 @@ def parse_header(raw: bytes, file_size: int) -> Header:
 FIRST_READ = 64 * 1024
 
 
-def read_header(path: Path) -> Header:
+def read_header(path: Path | str) -> Header:
     """Read and validate the header of one safetensors file (never its tensor bytes).
 
     One read of the first 64 KiB covers most headers; a longer one is read

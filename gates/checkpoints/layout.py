@@ -71,7 +71,8 @@ def _read_index(folder: Path, checkpoint: Checkpoint) -> dict[str, str] | None:
 def _load_shard(folder: Path, name: str, checkpoint: Checkpoint) -> None:
     try:
         check_relpath(name, what="shard")
-        path = resolve_inside(folder, name, what="shard") if "/" in name else folder / name
+        # a plain string path: pathlib's parsing is a visible share of a listing
+        path = resolve_inside(folder, name, what="shard") if "/" in name else f"{folder}/{name}"
         mode = os.lstat(path).st_mode
     except UnsafePathError as exc:
         checkpoint.problems.append(f"{INDEX_NAME}: {exc.message}")
