@@ -79,10 +79,17 @@ class StatCache:
     def __init__(self, path: Path | None, tables: tuple[str, ...] = TABLES) -> None:
         self.path = path
         self.table_names = tables
-        self._tables = self._load()
+        self._loaded: dict[str, dict[str, list[object]]] | None = None
         self._dirty = False
         self.hits = 0
         self.misses = 0
+
+    @property
+    def _tables(self) -> dict[str, dict[str, list[object]]]:
+        """Read on first use: a warm audit served by the audit index never needs it."""
+        if self._loaded is None:
+            self._loaded = self._load()
+        return self._loaded
 
     def _load(self) -> dict[str, dict[str, list[object]]]:
         empty: dict[str, dict[str, list[object]]] = {name: {} for name in self.table_names}
