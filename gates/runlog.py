@@ -53,5 +53,8 @@ class StderrTee:
                 self.terminal.write(line.decode("utf-8", "replace"))
                 self.terminal.flush()
 
-    def join(self) -> None:
-        self._thread.join()
+    def join(self, timeout: float = 10.0) -> bool:
+        """Wait for the end of the child's stderr; False when a process it left behind still
+        holds the pipe after ``timeout`` seconds (the thread keeps logging in the background)."""
+        self._thread.join(timeout)
+        return not self._thread.is_alive()

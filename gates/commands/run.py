@@ -214,8 +214,8 @@ def _launch(
         code = child.wait()
     finally:
         forwarder.restore()
-        tee.join()
-        child.stderr.close()
+        if tee.join():
+            child.stderr.close()
     return Finished(
         run_id=run_id,
         exit_status=code if code >= 0 else 128 - code,
