@@ -88,6 +88,23 @@ def build_receipts(root: Path, count: int) -> None:
 Step = tuple[list[str], bytes | None]
 
 
+def import_totals(command: list[str], cwd: Path) -> tuple[int, float]:
+    """(modules imported, summed self import time in ms) of ``command`` under -X importtime."""
+    done = subprocess.run(
+        [sys.executable, "-X", "importtime", *command],
+        cwd=cwd,
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    selfs = [
+        int(line.split(":", 1)[1].split("|")[0])
+        for line in done.stderr.splitlines()
+        if line.startswith("import time:") and line.split("|")[0].split(":")[1].strip().isdigit()
+    ]
+    return len(selfs), round(sum(selfs) / 1000, 1)
+
+
 def median_seconds_of(steps: list[Step], repeats: int, cwd: Path) -> float:
     """Median wall time of running ``steps`` (command, stdin) one after the other."""
 
@@ -99,7 +116,7 @@ def median_seconds_of(steps: list[Step], repeats: int, cwd: Path) -> float:
                 cwd=cwd,
                 capture_output=True,
                 check=False,
-                env={**GIT_ENV, "GIT_OPTIONAL_LOCKS": "0"},
+                env={**GIT_ENV, "GIT_OPTIONAL_LOCKS": "0", "GIT_NO_REPLACE_OBJECTS": "1"},
             )
 
     return median_seconds(once, repeats)
@@ -111,8 +128,9 @@ def raw_freeze_git_steps(pin: str) -> list[Step]:
         f":(exclude,literal){path}"
         for path in ("gates.toml", "contracts", "results", "experiments", "outputs", ".gates")
     ]
+    git = ["git", "-c", "core.fsmonitor=false", "-c", "core.untrackedCache=false"]
     status = [
-        "git",
+        *git,
         "status",
         "--porcelain=v2",
         "-z",
@@ -122,11 +140,15 @@ def raw_freeze_git_steps(pin: str) -> list[Step]:
         ".",
         *governance,
     ]
-    batch = ["git", "cat-file", "--batch-check"]
+    ls_files = [*git, "ls-files", "-z", "--exclude-per-directory=.gitignore"]
+    batch = [*git, "cat-file", "--batch-check"]
     return [
         (status, None),
         (batch, f"HEAD\n{pin}^{{commit}}\n{pin}\n".encode()),
-        (["git", "ls-tree", "-r", "-z", "--full-tree", "HEAD"], None),
+        ([*git, "for-each-ref", "refs/replace/"], None),
+        ([*git, "ls-tree", "-r", "-z", "--full-tree", "HEAD"], None),
+        ([*ls_files, "-v", "--cached", "--others", "--", ".", *governance], None),
+        ([*ls_files, "--others", "--ignored", "--directory", "--", ".", *governance], None),
         (status, None),
         (batch, b"HEAD\n"),
     ]
@@ -159,6 +181,8 @@ def main() -> int:
         script = [sys.executable, str(REPO / "audit_source_freeze.py"), "-C", str(root)]
         freeze = median_seconds_of([(script, None)], args.repeats, root)
         raw = median_seconds_of(raw_freeze_git_steps(pin), args.repeats, root)
+        script_modules, script_ms = import_totals(script[1:], root)
+        audit_modules, audit_ms = import_totals(gates[1:], root)
         results = {
             "files": args.files,
             "receipts": args.receipts,
@@ -167,6 +191,10 @@ def main() -> int:
             "audit_warm_over_git_status": round(warm / git_status, 2),
             "audit_cold_over_warm": round(cold / warm, 2),
             "freeze_script_over_raw_git": round(freeze / raw, 2),
+            "freeze_script_import_modules": script_modules,
+            "freeze_script_import_ms": script_ms,
+            "warm_audit_import_modules": audit_modules,
+            "warm_audit_import_ms": audit_ms,
         }
     finally:
         shutil.rmtree(folder, ignore_errors=True)

@@ -13,7 +13,7 @@ from collections import defaultdict
 from dataclasses import dataclass, field
 
 from gates.checks.loss import bit_identical_prefix
-from gates.contracts.model import Evidence
+from gates.evidence import Evidence
 from gates.losses import LossFileError, LossSeries, read_losses
 from gates.paths import is_under
 from gates.receipts.model import ArtifactKind, Framework, Receipt

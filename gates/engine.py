@@ -9,13 +9,16 @@ from __future__ import annotations
 
 import dataclasses
 import datetime as dt
+import functools
 import os
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
+from gates import __version__
 from gates.alignment import Alignment, Side, formal_alignment
+from gates.audit_index import INDEX_KIND, AuditIndex
 from gates.binding import Entrypoints, declared_scripts, is_run, needs_run, run_problems
 from gates.contracts import results_schema_and_provenance as results_contract
 from gates.contracts.loader import ContractFileError
@@ -26,11 +29,11 @@ from gates.contracts.model import (
     DischargeStatus,
     EvaluationContext,
     EvaluationError,
-    Evidence,
     discharge_status,
 )
 from gates.contracts.registry import FREEZE_CHECK, MODULES, evaluator
 from gates.derive import loss_check_problem
+from gates.evidence import Evidence
 from gates.external import roots_of
 from gates.freeze import FreezeReport, SourceTree, evaluate_freeze
 from gates.hashing import StatCache, cache_file
@@ -144,9 +147,24 @@ def judging_context(
 def judge_receipts(
     workspace: Workspace, context: JudgingContext, entrypoints: Entrypoints | None = None
 ) -> tuple[Judgement, ...]:
-    """Every receipt under the evidence locations, re-judged now, sorted by path."""
+    """Every receipt under the evidence locations, re-judged now, sorted by path.
+
+    A receipt whose file and subjects are unchanged since an audit under the same
+    fingerprint is not read again: the audit index holds its judgement. The rules
+    that look across receipts (inputs, entrypoint binding, recomputed checks) run
+    on every audit.
+    """
     paths, judgements = discover_receipts(workspace.root, workspace.config.evidence.locations)
-    judgements += [judge(context, path) for path in paths]
+    index = AuditIndex(
+        workspace.root,
+        cache_file(workspace.root, INDEX_KIND),
+        index_fingerprint(workspace, context),
+    )
+    judgements += [
+        index.judge(path, functools.partial(judge, context, path), context.checked_dirs)
+        for path in paths
+    ]
+    index.save()
     context.cache.save()
     judgements = _recompute_checks(_conflicting_subjects(judgements), workspace.root)
     settled = settle(judgements, entrypoints or {})
@@ -173,6 +191,21 @@ def _conflicting_subjects(judgements: list[Judgement]) -> list[Judgement]:
         else:
             settled.append(judgement)
     return settled
+
+
+def index_fingerprint(workspace: Workspace, context: JudgingContext) -> str:
+    """Everything a kept judgement depends on besides the files it read: the gates
+    version, the policy in force, the trust anchors, the pin's tree, the freeze."""
+    _, policy = policy_of(workspace)
+    return "|".join(
+        [
+            __version__,
+            policy.digest,
+            context.anchors.digest,
+            context.pin_source_tree or "-",
+            "discharged" if context.freeze_discharged else "not-discharged",
+        ]
+    )
 
 
 def _recompute_checks(judgements: list[Judgement], root: Path) -> list[Judgement]:

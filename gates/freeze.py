@@ -3,6 +3,13 @@
 `evaluate_freeze` gathers every reason at once (never stops at the first) and
 reads the worktree state twice, so a concurrent writer is named instead of
 being silently half-seen.
+
+Git's local state is not trusted to say the worktree is clean: the tracked
+source files are compared by their bytes with HEAD's blobs (gates/worktree.py),
+index entries marked assume-unchanged or skip-worktree are refused, untracked
+files are listed with only the ignore rules that are part of the tree (not
+`.git/info/exclude` nor `core.excludesFile`), and `git replace` entries for
+the pin or HEAD are named (every git call here ignores them).
 """
 
 from __future__ import annotations
@@ -12,13 +19,31 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from enum import StrEnum
 from pathlib import Path
-from typing import Literal
+from typing import Literal, Protocol
 
 from gates import git
-from gates.config import GatesConfig
 from gates.errors import ConfigError
+from gates.hashing import StatCache, cache_file
 from gates.paths import is_under
 from gates.precommit import stashed_paths
+from gates.worktree import BLOB_TABLE, differing_files
+
+
+class FreezeSectionLike(Protocol):
+    @property
+    def pin(self) -> str: ...
+    @property
+    def strict(self) -> bool: ...
+    @property
+    def paths(self) -> tuple[str, ...]: ...
+
+
+class FreezeConfig(Protocol):
+    """What the freeze reads of gates.toml: GatesConfig, or the lean FreezeSettings."""
+
+    @property
+    def freeze(self) -> FreezeSectionLike: ...
+    def governance_paths(self) -> tuple[str, ...]: ...
 
 
 class Reason(StrEnum):
@@ -35,12 +60,18 @@ class Reason(StrEnum):
     SUBMODULE = "submodule"
     CONCURRENT_WRITER = "concurrent_writer"
     HIDDEN_BY_PRE_COMMIT = "hidden_by_pre_commit"
+    REPLACED_OBJECT = "replaced_object"
+    ASSUME_UNCHANGED = "assume_unchanged"
+    SKIP_WORKTREE = "skip_worktree"
+    CONTENT_DIFFERS = "content_differs"
+    FILTERED = "filtered"
+    LOCAL_IGNORE_RULE = "local_ignore_rule"
 
 
 #: The criteria of the source-freeze contract and the reasons that fail each.
 CRITERIA: dict[str, tuple[Reason, ...]] = {
     "pin_resolves": (Reason.NO_PIN, Reason.PIN_MISSING, Reason.PIN_NOT_COMMIT, Reason.UNBORN_HEAD),
-    "source_tree_equals_pin": (Reason.TREE_DIFFERS, Reason.HEAD_NOT_PIN),
+    "source_tree_equals_pin": (Reason.TREE_DIFFERS, Reason.HEAD_NOT_PIN, Reason.REPLACED_OBJECT),
     "worktree_clean": (
         Reason.STAGED,
         Reason.UNSTAGED,
@@ -48,6 +79,11 @@ CRITERIA: dict[str, tuple[Reason, ...]] = {
         Reason.UNMERGED,
         Reason.SUBMODULE,
         Reason.HIDDEN_BY_PRE_COMMIT,
+        Reason.ASSUME_UNCHANGED,
+        Reason.SKIP_WORKTREE,
+        Reason.CONTENT_DIFFERS,
+        Reason.FILTERED,
+        Reason.LOCAL_IGNORE_RULE,
     ),
     "worktree_stable": (Reason.CONCURRENT_WRITER,),
 }
@@ -93,7 +129,7 @@ class FreezeReport:
 class SourceTree:
     """Which paths belong to the source tree under a given configuration."""
 
-    def __init__(self, config: GatesConfig) -> None:
+    def __init__(self, config: FreezeConfig) -> None:
         self.governance = config.governance_paths()
         self.narrow_to = tuple(config.freeze.paths)
 
@@ -244,7 +280,7 @@ def _resolve(root: Path, pin: str) -> _Resolution:
 
 def evaluate_freeze(
     root: Path,
-    config: GatesConfig,
+    config: FreezeConfig,
     *,
     between_reads: Callable[[], None] | None = None,
 ) -> FreezeReport:
@@ -261,10 +297,15 @@ def evaluate_freeze(
     first_status = git.status_porcelain(root, tree.pathspecs())
     found = _resolve(root, config.freeze.pin)
     reasons = list(found.reasons)
+    reasons += _replacement_reasons(root, found)
     head_digest = pin_digest = None
+    differing: list[str] = []
     if found.head:
         head_entries = git.list_tree(root, found.head)
         head_digest = source_tree_digest(head_entries, tree)
+        cache = StatCache(cache_file(root, BLOB_TABLE), tables=(BLOB_TABLE,))
+        differing = differing_files(root, head_entries, tree.contains, cache)
+        cache.save()
     if found.head and found.pin:
         pin_entries = head_entries if found.pin == found.head else git.list_tree(root, found.pin)
         pin_digest = source_tree_digest(pin_entries, tree)
@@ -277,6 +318,7 @@ def evaluate_freeze(
                 )
             )
     reasons += worktree_reasons(first_status, tree)
+    reasons += local_state_reasons(root, first_status, differing, tree)
     reasons += hidden_by_pre_commit(tree)
     if between_reads is not None:
         between_reads()
@@ -321,3 +363,116 @@ def _tree_reasons(
             f"{_name_paths(differing)}",
         )
     ]
+
+
+def _replacement_reasons(root: Path, found: _Resolution) -> list[FreezeReason]:
+    """Name a `git replace` of the pin or HEAD: git commands would show the replacement."""
+    replaced = git.replaced_objects(root)
+    reasons = []
+    for role, sha in (("the pin", found.pin), ("HEAD", found.head)):
+        if sha and sha in replaced and not (role == "HEAD" and found.head == found.pin):
+            reasons.append(
+                FreezeReason(
+                    Reason.REPLACED_OBJECT,
+                    f"git replace: {role} {sha[:12]} reads as {replaced[sha][:12]} in other git "
+                    f"commands; gates judges the original objects; remove it with "
+                    f"`git replace -d {sha}`",
+                )
+            )
+    return reasons
+
+
+_FILTER_ATTRIBUTES = ("filter", "text", "eol", "ident", "working-tree-encoding")
+
+
+def local_state_reasons(
+    root: Path, raw_status: bytes, differing: list[str], tree: SourceTree
+) -> list[FreezeReason]:
+    """What `git status` cannot see because of local index flags, ignore rules or filters."""
+    listing = git.list_index(root, tree.pathspecs())
+    seen_by_status: dict[str, str] = {}
+    for kind, _, path in parse_status(raw_status):
+        seen_by_status[path] = kind
+    reasons: list[FreezeReason] = []
+    assumed = [path for path in listing.assume_unchanged if tree.contains(path)]
+    if assumed:
+        reasons.append(
+            FreezeReason(
+                Reason.ASSUME_UNCHANGED,
+                "git's index marks source paths assume-unchanged, so git status does not look "
+                f"at them: {_name_paths(assumed)}; run `git update-index "
+                "--no-assume-unchanged -- <path>`",
+            )
+        )
+    skipped = [path for path in listing.skip_worktree if tree.contains(path)]
+    if skipped:
+        reasons.append(
+            FreezeReason(
+                Reason.SKIP_WORKTREE,
+                "git's index marks source paths skip-worktree (or a sparse checkout leaves "
+                f"them out), so git status does not look at them: {_name_paths(skipped)}; run "
+                "`git update-index --no-skip-worktree -- <path>` (or `git sparse-checkout "
+                "disable`)",
+            )
+        )
+    flagged = set(assumed) | set(skipped)
+    unseen = [p for p in differing if p not in seen_by_status and p not in flagged]
+    reasons += _content_reasons(root, unseen)
+    hidden = [
+        path
+        for path in listing.untracked
+        if tree.contains(path) and seen_by_status.get(path) != "?"
+    ]
+    hidden += [
+        path for path in git.ignored_rule_files(root, tree.pathspecs()) if tree.contains(path)
+    ]
+    if hidden:
+        reasons.append(
+            FreezeReason(
+                Reason.LOCAL_IGNORE_RULE,
+                "untracked files inside the source tree hidden by ignore rules that are not "
+                "part of the pinned tree (.git/info/exclude, core.excludesFile, or an "
+                f"untracked .gitignore): {_name_paths(hidden)}; commit, move or delete them",
+            )
+        )
+    return reasons
+
+
+def _content_reasons(root: Path, unseen: list[str]) -> list[FreezeReason]:
+    """Files whose bytes are not HEAD's blob although git status says they are."""
+    if not unseen:
+        return []
+    attributes = git.attributes(root, unseen, _FILTER_ATTRIBUTES)
+    filtered = {path: attributes[path] for path in unseen if path in attributes}
+    plain = [path for path in unseen if path not in filtered]
+    reasons = []
+    if filtered:
+        described = [
+            f"{path} ({', '.join(f'{k}={v}' for k, v in sorted(filtered[path].items()))})"
+            for path in sorted(filtered)
+        ]
+        drivers = sorted({a["filter"] for a in filtered.values() if "filter" in a})
+        origins = [
+            f"{key}={value!r} in {origin}"
+            for origin, key, value in git.config_entries(root, r"^filter\.")
+            if any(key.startswith(f"filter.{name}.") for name in drivers)
+        ]
+        where = f"; configured as {'; '.join(origins)}" if origins else ""
+        reasons.append(
+            FreezeReason(
+                Reason.FILTERED,
+                "source files whose bytes on disk differ from HEAD's blobs while git's "
+                "clean/smudge or line-ending conversion makes them look unchanged: "
+                f"{', '.join(described[:5])}{where}; the freeze compares the bytes that run",
+            )
+        )
+    if plain:
+        reasons.append(
+            FreezeReason(
+                Reason.CONTENT_DIFFERS,
+                "source files whose bytes differ from HEAD's blobs although git status does "
+                f"not show it (stale index stat data or fsmonitor state): {_name_paths(plain)}; "
+                "run `git update-index --really-refresh` and look at the change",
+            )
+        )
+    return reasons

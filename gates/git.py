@@ -1,7 +1,10 @@
 """Thin, read-only access to git: one subprocess per question, parsed into plain data.
 
 GIT_OPTIONAL_LOCKS=0 keeps `git status` from refreshing the index, so an audit
-never writes to the repository it judges.
+never writes to the repository it judges. Local shortcuts that could make git
+report something other than the objects and files are off for every call:
+GIT_NO_REPLACE_OBJECTS=1 (no `git replace`), core.fsmonitor=false and
+core.untrackedCache=false (no cached "nothing changed" answers).
 """
 
 from __future__ import annotations
@@ -15,16 +18,17 @@ from gates.errors import GitError
 
 _OVERRIDES = {
     "GIT_OPTIONAL_LOCKS": "0",
+    "GIT_NO_REPLACE_OBJECTS": "1",  # a replace ref never makes one commit read as another
     "LC_ALL": "C",
     "GIT_TERMINAL_PROMPT": "0",
-    "GIT_NO_REPLACE_OBJECTS": "1",  # a replace ref must never make one commit read as another
 }
+_NO_SHORTCUTS = ("-c", "core.fsmonitor=false", "-c", "core.untrackedCache=false")
 
 
 def run_git(root: Path, *args: str, stdin: bytes | None = None, check: bool = True) -> bytes:
     try:
         done = subprocess.run(
-            ["git", "-C", str(root), *args],
+            ["git", "-C", str(root), *_NO_SHORTCUTS, *args],
             input=stdin,
             capture_output=True,
             env={**os.environ, **_OVERRIDES},
@@ -146,3 +150,103 @@ def list_folder(root: Path, commit: str, folder: str) -> list[str]:
         if record and meta.split(b" ")[1:2] == [b"blob"]:
             names.append(path.decode("utf-8", "surrogateescape").rsplit("/", 1)[-1])
     return sorted(names)
+
+
+@dataclass(frozen=True)
+class IndexListing:
+    """What `git ls-files` says about the source tree, read with only the in-tree ignore rules."""
+
+    assume_unchanged: tuple[str, ...]
+    skip_worktree: tuple[str, ...]
+    untracked: tuple[str, ...]
+
+
+def list_index(root: Path, pathspecs: list[str]) -> IndexListing:
+    """Index flags and untracked files; ignore rules only from `.gitignore` files.
+
+    `--exclude-per-directory=.gitignore` without `--exclude-standard` leaves out
+    `.git/info/exclude` and `core.excludesFile`, which are not part of any tree.
+    """
+    out = run_git(
+        root,
+        "ls-files",
+        "-z",
+        "-v",
+        "--cached",
+        "--others",
+        "--exclude-per-directory=.gitignore",
+        "--",
+        *pathspecs,
+    )
+    assume_unchanged: list[str] = []
+    skip_worktree: list[str] = []
+    untracked: list[str] = []
+    for record in out.split(b"\0"):
+        if len(record) < 3:
+            continue
+        tag, path = record[:1].decode(), record[2:].decode("utf-8", "surrogateescape")
+        if tag == "?":
+            untracked.append(path)
+            continue
+        if tag.islower():
+            assume_unchanged.append(path)
+        if tag.upper() == "S":
+            skip_worktree.append(path)
+    return IndexListing(tuple(assume_unchanged), tuple(skip_worktree), tuple(untracked))
+
+
+def ignored_rule_files(root: Path, pathspecs: list[str]) -> list[str]:
+    """Untracked `.gitignore` files that ignore themselves (invisible to `git status`)."""
+    out = run_git(
+        root,
+        "ls-files",
+        "-z",
+        "--others",
+        "--ignored",
+        "--directory",
+        "--exclude-per-directory=.gitignore",
+        "--",
+        *pathspecs,
+    )
+    paths = (record.decode("utf-8", "surrogateescape") for record in out.split(b"\0"))
+    return [path for path in paths if path.rsplit("/", 1)[-1] == ".gitignore"]
+
+
+def replaced_objects(root: Path) -> dict[str, str]:
+    """`git replace` entries: replaced object id -> replacement (ignored by every call here)."""
+    out = run_git(
+        root, "for-each-ref", "--format=%(refname:lstrip=2) %(objectname)", "refs/replace/"
+    )
+    replacements: dict[str, str] = {}
+    for line in out.decode().splitlines():
+        replaced, _, replacement = line.partition(" ")
+        replacements[replaced] = replacement
+    return replacements
+
+
+def attributes(root: Path, paths: list[str], names: tuple[str, ...]) -> dict[str, dict[str, str]]:
+    """The git attributes ``names`` that are set on ``paths`` (`git check-attr -z`)."""
+    if not paths:
+        return {}
+    payload = b"".join(path.encode("utf-8", "surrogateescape") + b"\0" for path in paths)
+    out = run_git(root, "check-attr", "-z", "--stdin", *names, stdin=payload)
+    fields = out.split(b"\0")
+    found: dict[str, dict[str, str]] = {}
+    for index in range(0, len(fields) - 2, 3):
+        path, name, value = (
+            part.decode("utf-8", "surrogateescape") for part in fields[index : index + 3]
+        )
+        if value not in ("unspecified", "unset"):
+            found.setdefault(path, {})[name] = value
+    return found
+
+
+def config_entries(root: Path, pattern: str) -> list[tuple[str, str, str]]:
+    """(origin, key, value) of each git config entry whose key matches ``pattern``."""
+    out = run_git(root, "config", "--show-origin", "-z", "--get-regexp", pattern, check=False)
+    records = out.split(b"\0")
+    entries = []
+    for origin, pair in zip(records[0::2], records[1::2], strict=False):
+        key, _, value = pair.decode("utf-8", "replace").partition("\n")
+        entries.append((origin.decode("utf-8", "replace"), key, value))
+    return entries

@@ -1,8 +1,10 @@
 """Streaming sha256 of files, and a stat cache so unchanged files are not re-read.
 
-The cache maps a workspace path to (device, inode, size, mtime_ns) and what was
-learnt from the file's bytes: a subject's sha256, or the id of a receipt that
-passed the schema and id checks. A file modified less than RACY_WINDOW_NS
+The cache maps a workspace path to (device, inode, size, mtime_ns, ctime_ns)
+and what was learnt from the file's bytes: a subject's sha256, the id of a
+receipt that passed the schema and id checks, or a source file's git blob id.
+The change time is part of the key because no user can set it: a file edited
+and given back its old mtime still misses the cache. A file modified less than RACY_WINDOW_NS
 before it was read is not cached: a write in the same clock tick could
 otherwise keep a stale answer (git's "racy clean" problem).
 
@@ -26,7 +28,8 @@ from gates.atomic import write_text_atomic
 
 CHUNK = 4 * 1024 * 1024
 RACY_WINDOW_NS = 2_000_000_000
-CACHE_VERSION = 3
+CACHE_VERSION = 4
+TABLES = ("files", "receipts", "shards", "attestations")
 
 
 @dataclass(frozen=True)
@@ -59,9 +62,11 @@ def verifying_all(enabled: bool = True) -> Iterator[None]:
         _VERIFY_ALL.reset(token)
 
 
-def cache_file(root: Path) -> Path | None:
+def cache_file(root: Path, kind: str = "") -> Path | None:
     """$GATES_CACHE_DIR, else $XDG_CACHE_HOME/gates, else ~/.cache/gates; one file a workspace.
 
+    ``kind`` names a separate file for the same workspace (the freeze's blob ids
+    are kept apart so the freeze check does not load every receipt's entry).
     GATES_CACHE_DIR=off, or `--verify-all` (:func:`verifying_all`), disables caching.
     """
     configured = os.environ.get("GATES_CACHE_DIR")
@@ -73,30 +78,37 @@ def cache_file(root: Path) -> Path | None:
         xdg = os.environ.get("XDG_CACHE_HOME")
         base = (Path(xdg) if xdg else Path.home() / ".cache") / "gates"
     name = hashlib.sha256(str(root.resolve()).encode()).hexdigest()[:24]
-    return base / f"{name}.json"
+    return base / (f"{name}.{kind}.json" if kind else f"{name}.json")
 
 
-def _stat_key(stat: os.stat_result) -> list[int]:
-    return [stat.st_dev, stat.st_ino, stat.st_size, stat.st_mtime_ns]
+def stat_key(stat: os.stat_result) -> list[int]:
+    """(device, inode, size, mtime_ns, ctime_ns): a file unchanged since keeps all five."""
+    return [stat.st_dev, stat.st_ino, stat.st_size, stat.st_mtime_ns, stat.st_ctime_ns]
+
+
+_stat_key = stat_key
 
 
 class StatCache:
     """Persistent per-file answers, trusted only while the file's stat key is unchanged."""
 
-    def __init__(self, path: Path | None) -> None:
+    def __init__(self, path: Path | None, tables: tuple[str, ...] = TABLES) -> None:
         self.path = path
-        self._tables = self._load()
+        self.table_names = tables
+        self._loaded: dict[str, dict[str, list[object]]] | None = None
         self._dirty = False
         self.hits = 0
         self.misses = 0
 
+    @property
+    def _tables(self) -> dict[str, dict[str, list[object]]]:
+        """Read on first use: a warm audit served by the audit index never needs it."""
+        if self._loaded is None:
+            self._loaded = self._load()
+        return self._loaded
+
     def _load(self) -> dict[str, dict[str, list[object]]]:
-        empty: dict[str, dict[str, list[object]]] = {
-            "files": {},
-            "receipts": {},
-            "shards": {},
-            "attestations": {},
-        }
+        empty: dict[str, dict[str, list[object]]] = {name: {} for name in self.table_names}
         if self.path is None:
             return empty
         try:
@@ -113,9 +125,9 @@ class StatCache:
     def lookup(self, table: str, relpath: str, stat: os.stat_result) -> str | None:
         """The remembered answer for this exact file state, or None."""
         cached = self._tables[table].get(relpath)
-        if isinstance(cached, list) and len(cached) == 5 and cached[:4] == _stat_key(stat):
+        if isinstance(cached, list) and len(cached) == 6 and cached[:5] == _stat_key(stat):
             self.hits += 1
-            return str(cached[4])
+            return str(cached[5])
         self.misses += 1
         return None
 

@@ -5,9 +5,10 @@ from __future__ import annotations
 import functools
 import json
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from jsonschema import Draft202012Validator
+if TYPE_CHECKING:  # jsonschema loads on first use: a warm audit validates nothing
+    from jsonschema import Draft202012Validator
 
 _PACKAGE = Path(__file__).resolve().parent
 _CHECKOUT = _PACKAGE.parent
@@ -42,4 +43,6 @@ def schema(name: str) -> dict[str, Any]:
 @functools.cache
 def validator(name: str) -> Draft202012Validator:
     """A compiled validator for ``<name>.schema.json``, built once per process."""
+    from jsonschema import Draft202012Validator  # noqa: PLC0415  (slow import, first use only)
+
     return Draft202012Validator(schema(name))

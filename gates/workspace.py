@@ -7,7 +7,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from gates.config import CONFIG_NAME, GatesConfig, load_config
-from gates.errors import ConfigError
+from gates.freeze_settings import find_root
 
 if TYPE_CHECKING:
     from gates.policy import Policy
@@ -29,19 +29,6 @@ class Workspace:
     @property
     def contracts_dir(self) -> Path:
         return self.root / self.config.contracts.dir
-
-
-def find_root(start: Path) -> Path:
-    """The nearest folder at or above ``start`` that holds a gates.toml."""
-    start = start.resolve()
-    for folder in (start, *start.parents):
-        if (folder / CONFIG_NAME).is_file():
-            return folder
-    raise ConfigError(
-        f"no {CONFIG_NAME} here or in any parent folder",
-        file=start,
-        hint="run `gates init` at the repository root, or pass -C WORKSPACE",
-    )
 
 
 def open_workspace(start: Path) -> Workspace:

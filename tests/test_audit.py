@@ -113,6 +113,7 @@ def test_json_object_has_the_design_shape(
         "framework",
         "evidenceClass",
         "formalWeight",
+        "stamped",
         "status",
         "reason",
     }
@@ -174,7 +175,8 @@ def test_every_receipt_counts_zero_while_the_freeze_is_blocked(
     _, report = audit_json(ws, capsys)
     receipts = report["receipts"]
     assert isinstance(receipts, list)
-    assert receipts[0]["evidenceClass"] == "formal"
+    assert (receipts[0]["evidenceClass"], receipts[0]["formalWeight"]) == ("probe", 0)
+    assert receipts[0]["stamped"] == {"evidenceClass": "formal", "formalWeight": 1}
     assert receipts[0]["status"] == "probe"
     assert "not discharged now" in receipts[0]["reason"]
 
@@ -225,9 +227,13 @@ def test_contract_profile_makes_other_profiles_count_zero(
     evidence = {
         e["path"]: e for e in contract(report, "acceptance_oracle.losses-recorded")["evidence"]
     }  # type: ignore[union-attr]
-    assert evidence["results/torch/loss.receipt.json"]["counts"] is True
+    counted = evidence["results/torch/loss.receipt.json"]
+    assert counted["counts"] is True
+    assert (counted["evidenceClass"], counted["formalWeight"]) == ("formal", 1)
     other = evidence["results/paddle/loss.receipt.json"]
     assert other["counts"] is False
+    assert (other["evidenceClass"], other["formalWeight"]) == ("probe", 0)
+    assert other["stamped"] == {"evidenceClass": "formal", "formalWeight": 1}
     assert other["reason"] == (
         "counts 0: other profile: sp missing (contract requires sp=true); "
         "tp=1 (contract requires tp=2)"

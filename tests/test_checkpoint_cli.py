@@ -27,17 +27,19 @@ INVENTORY_ID = "contract_environment.tensor-inventory"
 
 
 def use_fixture_mtp(ws: Workspace, *, require_hash_match: bool = False) -> None:
-    """The shipped GLM-5.2 rules with the fixture's MTP layer index."""
+    """The shipped GLM-5.2 rules; the MTP layer index comes from the reference's config.json."""
     path = ws.root / "contracts/tensor-inventory.toml"
-    text = path.read_text().replace('mtp = "78"', f'mtp = "{MTP}"')
+    text = path.read_text()
     if require_hash_match:
         text = text.replace("require_hash_match = false", "require_hash_match = true")
     path.write_text(text)
 
 
 def glm_pair(ws: Workspace, *, drop: bool) -> None:
+    """The fixture pair; the reference folder holds a config.json, as a HF checkpoint does."""
     reference = reference_arrays()
     write_checkpoint(ws.root / REF, reference, shards=3)
+    write(ws.root, f"{REF}/config.json", json.dumps({"num_hidden_layers": MTP}))
     write_checkpoint(ws.root / CAND, paddle_arrays(reference, drop_mtp_indexer=drop))
 
 

@@ -68,6 +68,9 @@ def test_a_formal_run_on_a_frozen_workspace(paddle_ws: Workspace) -> None:
     for name in ("manifest", "env", "loss", "raw_loss"):
         stamped = receipt(paddle_ws, f"results/paddle/{name}.receipt.json")
         assert (stamped["evidenceClass"], stamped["formalWeight"]) == ("formal", 1), name
+    log = paddle_ws.root / json.loads(done.stdout.splitlines()[-1])["log"]
+    assert "No ccache found" in log.read_text(), "Paddle's import warning, kept in the run log"
+    assert "No ccache found" not in done.stderr, "and kept off the terminal"
     checkpoint = receipt(paddle_ws, "results/paddle/checkpoint.receipt.json")
     assert [s["path"] for s in checkpoint["subjects"]] == [
         "results/paddle/checkpoint/model.safetensors"
@@ -291,3 +294,28 @@ def test_trainer_callback_records_each_logged_step(
         RunRecorder(ws.root / "outputs/gap") as gap,
     ):
         GatesCallback(gap).on_log(None, state, control, logs={"loss": 1.5})
+
+
+def test_third_party_warnings_go_to_the_log_only(ws: Workspace) -> None:
+    write(
+        ws.root,
+        "model/noisy.py",
+        "import sys, warnings\n"
+        "library = '/opt/lib/site-packages/lib.py'\n"
+        "warnings.warn_explicit('from a library', UserWarning, library, 7)\n"
+        "warnings.warn('from our own code')\n"
+        "print('step 1 loss 2.5', file=sys.stderr)\n",
+    )
+    pinned = commit_all(ws.repo, "noisy entrypoint")
+    text = (ws.root / "gates.toml").read_text().replace(ws.pin, pinned)
+    (ws.root / "gates.toml").write_text(text)
+    done = gates_run(
+        ws, "--probe", "--out", "results/noisy", "--", sys.executable, "model/noisy.py"
+    )
+    assert done.returncode == 0, done.stderr
+    assert "from a library" not in done.stderr
+    assert "UserWarning: from our own code" in done.stderr
+    assert "step 1 loss 2.5" in done.stderr
+    log = (ws.root / json.loads(done.stdout.splitlines()[-1])["log"]).read_text()
+    assert "/opt/lib/site-packages/lib.py:7: UserWarning: from a library" in log
+    assert "from our own code" in log and "step 1 loss 2.5" in log

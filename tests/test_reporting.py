@@ -18,7 +18,7 @@ from tests.conftest import GLM_PROFILE, RUN_ENV, Workspace, profile_args, write
 from tests.lossgen import train_losses, write_loss_json
 
 GOLDEN = Path(__file__).parent / "golden"
-SEED_PR = Path(__file__).parent / "data" / "seed-pr-glm52-alignment.txt"  # from shared/context
+SEED_PR = Path(__file__).parent / "data" / "seed-pr-glm52-alignment.txt"  # the seed PR text
 PROFILE = profile_args(GLM_PROFILE)
 ENV = RUN_ENV
 

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import re
 
-from gates.checkpoints.rules import Cast, Fuse, Rename, Rule, RuleError, Split, Transpose
+from gates.checkpoints.rule_kinds import Cast, Fuse, Rename, Rule, RuleError, Split, Transpose
 
 _VARIABLE = re.compile(r"\$([A-Z_][A-Z0-9_]*)")
 _KNOWN = {"LAYER_ID": "layer", "EXPERT_ID": "expert"}

@@ -145,7 +145,8 @@ def compare_pair(
     reference: CheckpointReport, candidate: CheckpointReport, ruleset: RuleSet
 ) -> PairReport:
     """Survey the two inventories through the rules; compare content when both were hashed."""
-    found = survey(reference.checkpoint, candidate.checkpoint, ruleset)
+    labels = (reference.path, candidate.path)
+    found = survey(reference.checkpoint, candidate.checkpoint, ruleset, labels)
     content = None
     if reference.valid and candidate.valid and reference.contents and candidate.contents:
         from gates.checkpoints.content import compare_content  # noqa: PLC0415  (numpy: only here)

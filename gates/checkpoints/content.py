@@ -18,7 +18,8 @@ import numpy as np
 from gates.checkpoints.digest import checkpoint_digest, content_digest_of_bytes
 from gates.checkpoints.header import DTYPE_BITS
 from gates.checkpoints.layout import Checkpoint
-from gates.checkpoints.rules import Node, RuleError
+from gates.checkpoints.rule_kinds import RuleError
+from gates.checkpoints.rules import Node
 from gates.checkpoints.survey import Survey
 
 _RAW = {8: "<u1", 16: "<u2", 32: "<u4", 64: "<u8"}

@@ -4,9 +4,16 @@ Format: an 8-byte little-endian header length N, N bytes of UTF-8 JSON (an
 object: tensor name -> {dtype, shape, data_offsets}, plus an optional
 `__metadata__` string -> string map), then the byte buffer. It accepts what the
 `safetensors` library accepts and rejects what it rejects (a differential test
-holds us to that), with one deliberate exception: a repeated JSON key, which
-the library resolves by keeping the last one, is rejected here, since two
-readers could then see two different checkpoints.
+and a hypothesis fuzzer hold us to that), with one deliberate exception: a
+repeated JSON key, which the library's README forbids but the library resolves
+by keeping the last one (or ignores, inside an unknown field), is rejected
+here, since two readers could then see two different checkpoints.
+
+The library parses with serde_json, whose limits we mirror where Python's
+json is laxer: nesting depth (serde_json refuses a 128th level), the
+non-standard `NaN`/`Infinity` tokens and numbers beyond the float64 range
+(both refused by serde_json), and the element count, whose every partial
+product must fit a u64, in the order the library multiplies.
 
 The header length is checked against the file size before anything is read,
 so a hostile length of 2**63 allocates nothing.
@@ -16,6 +23,7 @@ from __future__ import annotations
 
 import json
 import math
+import operator
 import os
 import re
 import struct
@@ -28,6 +36,9 @@ from gates.canonical import DuplicateKeyError, unique_pairs
 MAX_HEADER_BYTES = 100_000_000
 USIZE_MAX = 2**64 - 1
 METADATA_KEY = "__metadata__"
+#: serde_json's recursion limit: a value nested 128 levels deep (top object = 1) is refused.
+MAX_DEPTH = 127
+_FIELDS = frozenset(("dtype", "shape", "data_offsets"))
 
 #: Every dtype of the format, with its size in bits.
 DTYPE_BITS: dict[str, int] = {
@@ -136,7 +147,74 @@ def _entry(name: str, info: Any) -> TensorEntry:
     start, end = offsets
     _usize(start, f"tensor {name!r} data_offsets")
     _usize(end, f"tensor {name!r} data_offsets")
+    if len(info) > len(_FIELDS):
+        for field_name, value in info.items():
+            if field_name not in _FIELDS:
+                _check_ignored(value, f"tensor {name!r} field {field_name!r}")
     return TensorEntry(name, dtype, tuple(shape), start, end)
+
+
+def _entries(document: dict[str, Any]) -> list[TensorEntry]:
+    """Every tensor entry; the common, well-formed entry is checked inline (the listing's
+    hot loop), anything else goes through `_entry` for the exact error."""
+    entries: list[TensorEntry] = []
+    append = entries.append
+    bits = DTYPE_BITS
+    for name, info in document.items():
+        if type(info) is dict and len(info) == 3:
+            dtype = info.get("dtype")
+            shape = info.get("shape")
+            offsets = info.get("data_offsets")
+            if (
+                type(dtype) is str
+                and dtype in bits
+                and type(shape) is list
+                and type(offsets) is list
+                and len(offsets) == 2
+            ):
+                start, end = offsets
+                dims = tuple(shape)
+                if (
+                    type(start) is int
+                    and type(end) is int
+                    and 0 <= start <= USIZE_MAX
+                    and 0 <= end <= USIZE_MAX
+                    and all(type(d) is int and 0 <= d <= USIZE_MAX for d in dims)
+                ):
+                    append(TensorEntry(name, dtype, dims, start, end))
+                    continue
+        append(_entry(name, info))
+    return entries
+
+
+def _check_ignored(value: Any, where: str) -> None:
+    """An unknown field is skipped by the library, but serde_json still parses it: refuse
+    what serde_json refuses (too deep, NaN/Infinity, a number beyond float64)."""
+    pending: list[tuple[Any, int]] = [(value, 3)]  # the top object and the tensor's are 1 and 2
+    while pending:
+        item, depth = pending.pop()
+        if type(item) is float and not math.isfinite(item):
+            raise HeaderError(
+                f"invalid JSON in header: {where}: {item} is not a finite JSON number "
+                "(NaN, Infinity or out of the float64 range)"
+            )
+        if type(item) is int and not _fits_float64(item):
+            raise HeaderError(f"invalid JSON in header: {where}: integer out of the float64 range")
+        if isinstance(item, (list, dict)):
+            if depth > MAX_DEPTH:
+                raise HeaderError(
+                    f"invalid JSON in header: {where}: nested deeper than {MAX_DEPTH} levels"
+                )
+            children = item.values() if isinstance(item, dict) else item
+            pending.extend((child, depth + 1) for child in children)
+
+
+def _fits_float64(value: int) -> bool:
+    try:
+        float(value)
+    except OverflowError:
+        return False
+    return True
 
 
 def _metadata(value: Any) -> dict[str, str] | None:
@@ -147,22 +225,29 @@ def _metadata(value: Any) -> dict[str, str] | None:
     return value
 
 
+_BY_OFFSETS = operator.itemgetter(3, 4)  # TensorEntry (name, dtype, shape, start, end)
+
+
 def _check_layout(tensors: list[TensorEntry], buffer_size: int) -> None:
     """Offsets contiguous from 0, sizes = elements x dtype size, buffer covered exactly."""
     offset = 0
-    for entry in sorted(tensors, key=lambda t: (t.start, t.end)):
+    for entry in sorted(tensors, key=_BY_OFFSETS):
         if entry.start != offset or entry.end < entry.start:
             raise HeaderError(f"invalid offset for tensor {entry.name!r}")
-        elements = math.prod(entry.shape)
+        elements = 1
+        for dim in entry.shape:  # every partial product must fit, as in the library
+            elements *= dim
+            if elements > USIZE_MAX:
+                raise HeaderError(f"overflow computing the size of tensor {entry.name!r}")
         bits = elements * DTYPE_BITS[entry.dtype]
-        if elements > USIZE_MAX or bits > USIZE_MAX:
+        if bits > USIZE_MAX:
             raise HeaderError(f"overflow computing the size of tensor {entry.name!r}")
         if bits % 8:
             raise HeaderError(f"tensor {entry.name!r} does not end on a byte boundary")
-        if bits // 8 != entry.nbytes:
+        if bits // 8 != entry.end - entry.start:
             raise HeaderError(
                 f"tensor {entry.name!r}: shape {list(entry.shape)} of {entry.dtype} needs "
-                f"{bits // 8} bytes, data_offsets give {entry.nbytes}"
+                f"{bits // 8} bytes, data_offsets give {entry.end - entry.start}"
             )
         offset = entry.end
     if offset != buffer_size:
@@ -171,7 +256,7 @@ def _check_layout(tensors: list[TensorEntry], buffer_size: int) -> None:
         )
 
 
-_STRING_TOKEN = re.compile(r'"(?:[^"\\]|\\.)*"(\s*:)?')
+_SPACE_BEFORE_COLON = re.compile(r'"[ \t\n\r]+:')
 _NEGATIVE_ZERO = re.compile(r"-0(?![0-9.eE])")
 
 
@@ -185,15 +270,27 @@ def _load_json(text: str) -> dict[str, Any]:
     could hold a repeated key (more keys in the text than in the result) or a `-0`."""
     try:
         document = json.loads(text)
-        if type(document) is dict and not _NEGATIVE_ZERO.search(text):
-            tokens = _STRING_TOKEN.findall(text)
-            if len(tokens) - tokens.count("") == _keys_in(document):
-                return document
+        # Every key is a string followed by `:`, so without whitespace before a colon
+        # `":` occurs at least once per key in the text (more if a string holds `":`);
+        # as often as the result has keys, no key was repeated.
+        if (
+            type(document) is dict
+            and ("-0" not in text or not _NEGATIVE_ZERO.search(text))
+            and text.count('":') == _keys_in(document)
+            and not _SPACE_BEFORE_COLON.search(text)
+        ):
+            return document
         document = json.loads(text, object_pairs_hook=unique_pairs, parse_int=_parse_int)
     except DuplicateKeyError as exc:
         raise HeaderError(f"invalid JSON in header: {exc}") from None
     except json.JSONDecodeError as exc:
         raise HeaderError(f"invalid JSON in header: {exc.msg} at column {exc.colno}") from None
+    except RecursionError:
+        raise HeaderError(
+            f"invalid JSON in header: nested deeper than {MAX_DEPTH} levels"
+        ) from None
+    except ValueError as exc:  # an integer literal of more than 4,300 digits
+        raise HeaderError(f"invalid JSON in header: number out of range ({exc})") from None
     if not isinstance(document, dict):
         raise HeaderError("invalid JSON in header: not an object")
     return document
@@ -209,7 +306,7 @@ def parse_header(raw: bytes, file_size: int) -> Header:
     if _SURROGATE_ESCAPE.search(text):
         _check_strings(document)
     metadata = _metadata(document.pop(METADATA_KEY, None))
-    entries = [_entry(name, info) for name, info in document.items()]
+    entries = _entries(document)
     data_start = 8 + len(raw)
     _check_layout(entries, file_size - data_start)
     return Header({e.name: e for e in entries}, metadata, data_start, file_size)
@@ -218,7 +315,7 @@ def parse_header(raw: bytes, file_size: int) -> Header:
 FIRST_READ = 64 * 1024
 
 
-def read_header(path: Path) -> Header:
+def read_header(path: Path | str) -> Header:
     """Read and validate the header of one safetensors file (never its tensor bytes).
 
     One read of the first 64 KiB covers most headers; a longer one is read

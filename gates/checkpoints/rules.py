@@ -23,58 +23,15 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
-from typing import Annotated, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, StrictInt
+from pydantic import BaseModel, ConfigDict, Field
+
+from gates.checkpoints.aoa import parse_aoa
+from gates.checkpoints.rule_kinds import Cast, Fuse, Rename, Rule, RuleError, Split, Transpose
 
 _ANY = {"rest", "prefix"}
 _DIGITS = {"layer", "expert"}
 _PLACEHOLDER = re.compile(r"\{([a-z_][a-z0-9_]*)(?::([^{}]+))?\}")
-
-
-class RuleError(ValueError):
-    """A rule that cannot be compiled or applied as written."""
-
-
-class _Rule(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
-
-    name: str = ""
-
-
-class Rename(_Rule):
-    kind: Literal["rename"]
-    source: str
-    target: str
-
-
-class Transpose(_Rule):
-    kind: Literal["transpose"]
-    match: str
-
-
-class Fuse(_Rule):
-    kind: Literal["fuse"]
-    sources: Annotated[tuple[str, ...], Field(min_length=2)]
-    target: str
-    axis: StrictInt = 0
-
-
-class Split(_Rule):
-    kind: Literal["split"]
-    source: str
-    targets: Annotated[tuple[str, ...], Field(min_length=2)]
-    axis: StrictInt = 0
-    sizes: tuple[StrictInt, ...] | None = None
-
-
-class Cast(_Rule):
-    kind: Literal["cast"]
-    match: str
-    dtype: str
-
-
-Rule = Annotated[Rename | Transpose | Fuse | Split | Cast, Field(discriminator="kind")]
 
 
 class RuleSet(BaseModel):
@@ -87,8 +44,6 @@ class RuleSet(BaseModel):
     placeholders: dict[str, str] = Field(default_factory=dict)
 
     def all_rules(self) -> list[Rule]:
-        from gates.checkpoints.aoa import parse_aoa  # noqa: PLC0415  (aoa builds on this module)
-
         return [*self.rules, *parse_aoa(self.aoa)]
 
 

@@ -15,6 +15,7 @@ from __future__ import annotations
 from collections import Counter
 from dataclasses import dataclass, field
 
+from gates.checkpoints.config_placeholders import resolve
 from gates.checkpoints.layout import Checkpoint
 from gates.checkpoints.rules import Node, RuleSet, expect
 
@@ -46,6 +47,7 @@ class Survey:
     matched: dict[str, Node]
     differences: tuple[Difference, ...]
     rule_problems: tuple[str, ...] = field(default=())
+    notes: tuple[str, ...] = field(default=())
 
     def counts(self) -> dict[str, int]:
         tally = Counter(d.klass for d in self.differences)
@@ -71,10 +73,21 @@ def _klass(node: Node) -> str:
     return "dtype" if "cast" in ops else "layout"
 
 
-def survey(reference: Checkpoint, candidate: Checkpoint, ruleset: RuleSet) -> Survey:
-    """Map the reference through the rules and classify every difference with the candidate."""
+def survey(
+    reference: Checkpoint,
+    candidate: Checkpoint,
+    ruleset: RuleSet,
+    labels: tuple[str, str] | None = None,
+) -> Survey:
+    """Map the reference through the rules and classify every difference with the candidate.
+
+    Placeholders the contract leaves open come from the checkpoints' config.json
+    (``labels`` name the two folders in notes; their paths by default).
+    """
+    names = labels or (str(reference.folder), str(candidate.folder))
+    resolved = resolve(ruleset, [(reference.folder, names[0]), (candidate.folder, names[1])])
     found = inventory(candidate)
-    expectation = expect(inventory(reference), ruleset)
+    expectation = expect(inventory(reference), resolved.ruleset)
     matched: dict[str, Node] = {}
     by_leaf: dict[str, Difference] = {}
     for name, node in sorted(expectation.nodes.items()):
@@ -112,5 +125,6 @@ def survey(reference: Checkpoint, candidate: Checkpoint, ruleset: RuleSet) -> Su
         candidate_count=len(candidate.tensors),
         matched=matched,
         differences=tuple(differences),
-        rule_problems=tuple(expectation.problems),
+        rule_problems=(*resolved.problems, *expectation.problems),
+        notes=resolved.notes,
     )

@@ -1,6 +1,6 @@
 """Comparing two loss series bit by bit (float64), and repeats of one run.
 
-Figures (DESIGN.md): length_match, enough_steps, consistent_steps (steps whose
+Figures (docs/losses.md): length_match, enough_steps, consistent_steps (steps whose
 float64 bits are identical), first_divergence_step, max_diff, max_ulp,
 bit_exact_required_steps. -0.0 and 0.0 differ (1 ULP apart here).
 """

@@ -6,7 +6,7 @@ from pathlib import Path
 
 from gates import exitcodes
 from gates.checks.loss import compare_losses, compare_repeats
-from gates.commands import Echo
+from gates.commands import Echo, note
 from gates.commands.outputs import receipt_binding, render_figures, write_checker_output
 from gates.engine import judge_workspace
 from gates.errors import GatesError
@@ -80,7 +80,7 @@ def check_loss(
     echo(render_figures(figures, receipt, artifact, as_json=as_json))
     for series in (ref, cand):
         if series.rounded:
-            echo(
+            (note if as_json else echo)(
                 f"rounded=true: every value of {series.path} has 7 or fewer significant "
                 "digits; it is not bit-comparable"
             )

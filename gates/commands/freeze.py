@@ -5,14 +5,16 @@ from __future__ import annotations
 import json
 import re
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from gates import exitcodes, git
 from gates.atomic import write_text_atomic
 from gates.commands import Echo
-from gates.config import parse_config
 from gates.errors import ConfigError
-from gates.freeze import FreezeReport, evaluate_freeze
-from gates.workspace import Workspace
+from gates.freeze import FreezeConfig, FreezeReport, evaluate_freeze
+
+if TYPE_CHECKING:  # the freeze script runs without loading the config models
+    from gates.workspace import Workspace
 
 _TABLE_HEADER = re.compile(r"^\s*\[\s*([^\[\]]+?)\s*\]\s*(#.*)?$")
 _PIN_LINE = re.compile(r"""^(\s*pin\s*=\s*)("[^"\\\r\n]*"|'[^'\r\n]*')(.*)$""", re.DOTALL)
@@ -28,7 +30,11 @@ def render_freeze(report: FreezeReport, *, as_json: bool) -> str:
 
 
 def show(workspace: Workspace, *, as_json: bool, echo: Echo) -> int:
-    report = evaluate_freeze(workspace.root, workspace.config)
+    return show_settings(workspace.root, workspace.config, as_json=as_json, echo=echo)
+
+
+def show_settings(root: Path, config: FreezeConfig, *, as_json: bool, echo: Echo) -> int:
+    report = evaluate_freeze(root, config)
     echo(render_freeze(report, as_json=as_json))
     return exitcodes.OK if report.verdict == "pass" else exitcodes.BLOCKED
 
@@ -71,6 +77,8 @@ def set_pin_text(text: str, sha: str) -> str:
 
 
 def pin(workspace: Workspace, rev: str, *, echo: Echo) -> int:
+    from gates.config import parse_config  # noqa: PLC0415  (the freeze script never pins)
+
     sha = resolve_commit(workspace.root, rev)
     path = workspace.config_path
     old_text = path.read_bytes().decode("utf-8")

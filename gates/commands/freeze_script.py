@@ -6,14 +6,15 @@ Usage: audit-source-freeze [-C WORKSPACE] [--json]. Exit 0 pass, 1 blocked, 2 er
 from __future__ import annotations
 
 import argparse
+import os
 import sys
+import tomllib
 from pathlib import Path
 
 from gates import exitcodes
-from gates.commands.freeze import show
+from gates.commands.freeze import show_settings
 from gates.errors import GatesError
-from gates.policy import govern
-from gates.workspace import open_workspace
+from gates.freeze_settings import CONFIG_NAME, find_root, load_freeze_settings
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -30,13 +31,36 @@ def main(argv: list[str] | None = None) -> int:
     )
     args = parser.parse_args(argv)
     try:
-        workspace, _ = govern(
-            open_workspace(Path(args.workspace)), ref_option=args.policy_ref, with_anchors=False
-        )
-        return show(workspace, as_json=args.json, echo=print)
+        root = find_root(Path(args.workspace))
+        if _names_a_policy_ref(root, args.policy_ref):
+            return _show_protected(root, args.policy_ref, as_json=args.json)
+        return show_settings(root, load_freeze_settings(root), as_json=args.json, echo=print)
     except GatesError as error:
         print(f"audit_source_freeze: error: {error.one_line()}", file=sys.stderr)
         return exitcodes.ERROR
+
+
+def _names_a_policy_ref(root: Path, option: str | None) -> bool:
+    if option or os.environ.get("GATES_POLICY_REF"):
+        return True
+    text = (root / CONFIG_NAME).read_text(encoding="utf-8", errors="replace")
+    if "[policy]" not in text:
+        return False
+    try:
+        policy = tomllib.loads(text).get("policy", {})
+    except tomllib.TOMLDecodeError:
+        return True  # the full path names the problem
+    return isinstance(policy, dict) and bool(policy.get("ref"))
+
+
+def _show_protected(root: Path, option: str | None, *, as_json: bool) -> int:
+    """Judge by the protected ref's [freeze] settings (with the worktree's pin)."""
+    from gates.commands.freeze import show  # noqa: PLC0415  (pydantic: only under a policy ref)
+    from gates.policy import govern  # noqa: PLC0415
+    from gates.workspace import open_workspace  # noqa: PLC0415
+
+    workspace, _ = govern(open_workspace(root), ref_option=option, with_anchors=False)
+    return show(workspace, as_json=as_json, echo=print)
 
 
 def run() -> None:

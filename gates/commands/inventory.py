@@ -43,6 +43,7 @@ def survey_document(
         "counts": found.counts(),
         "differences": [d.to_json() for d in found.differences],
         "rule_problems": list(found.rule_problems),
+        "notes": list(found.notes),
     }
 
 
@@ -75,6 +76,7 @@ def render_text(document: dict[str, object], found: Survey) -> str:
         lines += _more(5, len(problems))
     lines += [f"rule problem: {p}" for p in found.rule_problems[:5]]
     lines += _more(5, len(found.rule_problems))
+    lines += [f"note: {n}" for n in found.notes]
     structural = found.structural
     if structural:
         details = {(d.reference or d.candidate)[0]: d.detail for d in structural}
@@ -139,7 +141,7 @@ def diff(
     cand = check_checkpoint(
         cand_at.base, cand_at.relpath, cache=cache, hash_contents=False, label=cand_at.label
     )
-    found = survey(ref.checkpoint, cand.checkpoint, ruleset)
+    found = survey(ref.checkpoint, cand.checkpoint, ruleset, (ref.path, cand.path))
     problems = (list(ref.checkpoint.problems), list(cand.checkpoint.problems))
     document = survey_document(ref.path, cand.path, found, problems, rules_source)
     receipt, artifact = write_checker_output(

@@ -17,6 +17,7 @@ import socket
 import subprocess
 import sys
 import time
+import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import FrameType
@@ -32,6 +33,7 @@ from gates.paths import is_under, resolve_inside, to_workspace_relpath
 from gates.receipts.create import ReceiptRequest, create_receipt
 from gates.receipts.model import ArtifactKind, EvidenceClass, Framework, Receipt
 from gates.recorder import GIT_HEAD, RUN_DIR, RUN_ID, aggregate_ranks
+from gates.runlog import StderrTee
 from gates.tensors.layout import TENSORS_FOLDER, dump_files
 from gates.trust.keys import SigningKey, key_from_environment
 from gates.workspace import Workspace
@@ -182,14 +184,43 @@ class Finished:
     duration: float
 
 
-def _launch(command: list[str], env: dict[str, str], cwd: Path, run_id: str) -> Finished:
+def _quiet_capture(framework: str | None, log: Path) -> dict[str, object]:
+    """Environment capture imports the framework (Paddle warns "No ccache found" on import):
+    its warnings go to the run log, not between the caller's lines."""
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        environment = capture(framework=framework)
+    if caught:
+        log.parent.mkdir(parents=True, exist_ok=True)
+        text = "".join(
+            warnings.formatwarning(w.message, w.category, w.filename, w.lineno) for w in caught
+        )
+        with log.open("a", encoding="utf-8") as handle:
+            handle.write(text)
+    return environment
+
+
+def run_log_path(root: Path, run_id: str) -> Path:
+    """Where the child's stderr is kept: `.gates/runs/<run id>.log`, never committed."""
+    return root / ".gates" / "runs" / f"{run_id}.log"
+
+
+def _launch(
+    command: list[str], env: dict[str, str], cwd: Path, run_id: str, *, log: Path, own_code: Path
+) -> Finished:
+    """Run the child; its stderr goes to ``log``, and to ours except the warnings raised by
+    code outside ``own_code`` (the workspace)."""
     started = time.time()
-    child = subprocess.Popen(command, env=env, cwd=cwd)
+    child = subprocess.Popen(command, env=env, cwd=cwd, stderr=subprocess.PIPE)
+    assert child.stderr is not None  # noqa: S101  (stderr=PIPE above)
+    tee = StderrTee(child.stderr, log, sys.stderr, own_code)
     forwarder = _Forwarder(child)
     try:
         code = child.wait()
     finally:
         forwarder.restore()
+        if tee.join():
+            child.stderr.close()
     return Finished(
         run_id=run_id,
         exit_status=code if code >= 0 else 128 - code,
@@ -306,15 +337,16 @@ def run(workspace: Workspace, request: RunRequest, *, cwd: Path, echo: Echo) -> 
         return _refuse(before)
     relpath, folder = _out_folder(workspace, request, cwd)
     framework = request.framework.value if request.framework else None
-    environment = capture(framework=framework)
+    stamp = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime())
+    run_id = f"{framework or 'run'}-{stamp}-{os.getpid()}"
+    log = run_log_path(root, run_id)
+    environment = _quiet_capture(framework, log)
     device = "cpu" if environment.get("device_name") in (None, "cpu") else "cuda"
     profile = full_profile(request.profile, device)
     typed_profile = manifest_profile(profile)
-    stamp = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime())
-    run_id = f"{framework or 'run'}-{stamp}-{os.getpid()}"
     child_env = {**os.environ, RUN_DIR: str(folder), RUN_ID: run_id, GIT_HEAD: before.head or ""}
     preloading = signing_key.preload() if signing_key else None
-    finished = _launch(request.command, child_env, cwd, run_id)
+    finished = _launch(request.command, child_env, cwd, run_id, log=log, own_code=root)
     if preloading is not None:
         preloading.join()
     after = evaluate_freeze(root, workspace.config)
@@ -372,6 +404,12 @@ def run(workspace: Workspace, request: RunRequest, *, cwd: Path, echo: Echo) -> 
     cache.save()
     echo(
         "".join(f"declared output {target} was not written\n" for target in missing)
-        + json.dumps({"run_id": run_id, "exit_status": finished.exit_status})
+        + json.dumps(
+            {
+                "run_id": run_id,
+                "exit_status": finished.exit_status,
+                "log": log.relative_to(root).as_posix(),
+            }
+        )
     )
     return finished.exit_status

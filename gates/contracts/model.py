@@ -10,14 +10,16 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 from pydantic import BaseModel, ConfigDict, Field, StrictBool, StringConstraints
 
+from gates.evidence import Evidence
 from gates.freeze import FreezeReport
 from gates.receipts.model import ArtifactKind
 from gates.receipts.verify import Judgement
 from gates.waivers import LoadedWaiver
 from gates.workspace import Workspace
 
-if TYPE_CHECKING:
+if TYPE_CHECKING:  # only for the annotation: the alignment module pulls in the loss readers
     from gates.alignment import Alignment
+
 
 ContractId = Annotated[str, StringConstraints(pattern=r"^[a-z][a-z0-9_]*\.[a-z0-9][a-z0-9.-]*$")]
 
@@ -54,15 +56,6 @@ class Criterion:
     name: str
     met: bool
     detail: str
-
-
-@dataclass(frozen=True)
-class Evidence:
-    """A receipt as one contract sees it: it counts only if formal and of the right profile."""
-
-    judgement: Judgement
-    counts: bool
-    reason: str
 
 
 @dataclass(frozen=True)

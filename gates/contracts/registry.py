@@ -23,7 +23,7 @@ MODULES: dict[str, str] = {
     "tensor_alignment": "tensor_alignment",
 }
 
-#: The check whose contract decides whether any receipt may count (DESIGN.md).
+#: The check whose contract decides whether any receipt may count (docs/concepts.md).
 FREEZE_CHECK = "source_freeze"
 
 

@@ -132,10 +132,12 @@ def _structure(
         problems.append(line)
     if explained:
         summary += f"; {len(explained)} expected_absent, not consumed ({source})"
+    notes = "".join(f"; note: {note}" for note in found.notes)
     if not problems:
-        detail = f"{found.reference_count} vs {found.candidate_count} tensors; {summary}"
+        detail = f"{found.reference_count} vs {found.candidate_count} tensors; {summary}{notes}"
         return Criterion("no_structural_difference", True, detail)
-    return Criterion("no_structural_difference", False, "; ".join(problems[:5]) + f" ({summary})")
+    detail = "; ".join(problems[:5]) + f" ({summary}){notes}"
+    return Criterion("no_structural_difference", False, detail)
 
 
 def _hash_match(content: ContentComparison | None) -> Criterion:

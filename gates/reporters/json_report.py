@@ -1,4 +1,4 @@
-"""`--format json`: the audit object of DESIGN.md, keys in a stable order."""
+"""`--format json`: the audit object (docs/cli.md), keys in a stable order."""
 
 from __future__ import annotations
 
@@ -6,20 +6,35 @@ import datetime as dt
 import json
 from typing import Any
 
-from gates.contracts.model import ContractResult, Evidence
+from gates.contracts.model import ContractResult
 from gates.engine import AuditResult
-from gates.receipts.verify import Judgement
+from gates.evidence import Evidence
+from gates.receipts.verify import Judgement, Status
 
 
-def receipt_entry(judgement: Judgement) -> dict[str, Any]:
+def _counting(judgement: Judgement, counts: bool) -> dict[str, Any]:
+    """The class and weight that count now: formal/1 only for what counts, rejected: null/0."""
+    if judgement.status is Status.REJECTED:
+        return {"evidenceClass": None, "formalWeight": 0}
+    return {"evidenceClass": "formal" if counts else "probe", "formalWeight": int(counts)}
+
+
+def receipt_entry(judgement: Judgement, *, counts: bool | None = None) -> dict[str, Any]:
+    """One receipt: what counts now (`evidenceClass`, `formalWeight`) and its `stamped` pair."""
     receipt = judgement.receipt
+    counting = judgement.status is Status.FORMAL if counts is None else counts
+    stamped = (
+        {"evidenceClass": receipt.evidence_class.value, "formalWeight": receipt.formal_weight}
+        if receipt
+        else None
+    )
     return {
         "path": judgement.path,
         "id": receipt.id if receipt else None,
         "kind": receipt.kind.value if receipt else None,
         "framework": receipt.framework.value if receipt and receipt.framework else None,
-        "evidenceClass": receipt.evidence_class.value if receipt else None,
-        "formalWeight": receipt.formal_weight if receipt else 0,
+        **_counting(judgement, counting),
+        "stamped": stamped,
         "status": judgement.status.value,
         "reason": judgement.reason,
         "signer": judgement.signer,
@@ -28,7 +43,7 @@ def receipt_entry(judgement: Judgement) -> dict[str, Any]:
 
 def evidence_entry(evidence: Evidence) -> dict[str, Any]:
     return {
-        **receipt_entry(evidence.judgement),
+        **receipt_entry(evidence.judgement, counts=evidence.counts),
         "counts": evidence.counts,
         "reason": evidence.reason,
     }

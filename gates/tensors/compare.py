@@ -26,7 +26,8 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from gates.checkpoints.header import DTYPE_BITS, TensorEntry
-from gates.checkpoints.rules import Node, RuleError, RuleSet, expect, label
+from gates.checkpoints.rule_kinds import RuleError
+from gates.checkpoints.rules import Node, RuleSet, expect, label
 from gates.tensors.layout import (
     PHASES,
     SLOT_SEPARATOR,

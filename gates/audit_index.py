@@ -1,0 +1,217 @@
+"""The persistent audit index: a warm audit reads one file instead of every receipt.
+
+For each receipt judged before, the index keeps the judgement (status, reason,
+the receipt's validated fields) and the stat keys (device, inode, size, mtime,
+ctime) of the receipt file and of each of its subjects. A later audit stats
+those files; when every key is unchanged, the judgement is reused and no file
+is opened, parsed or validated again. Anything else (a file changed, missing,
+or reached through a symlink now) judges the receipt afresh.
+
+The whole index belongs to one ``fingerprint``, an opaque string the engine
+builds from everything a judgement depends on beyond the files (the gates
+version, the contracts, the judging context, and whatever a later engine adds,
+such as trust anchors): a different fingerprint starts an empty index.
+
+Like the stat cache it lives outside the workspace (`gates.hashing.cache_file`,
+kind "audit"), is replaced atomically (concurrent audits: last writer wins,
+never a torn file), and a file that does not parse as an index of this
+version and fingerprint is ignored and rebuilt, never trusted. Only accepted
+judgements are kept: a rejected receipt is judged again every time.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import json
+import os
+import stat
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any, TypeVar
+
+from pydantic import BaseModel
+
+from gates.atomic import write_text_atomic
+from gates.errors import UnsafePathError
+from gates.hashing import RACY_WINDOW_NS, stat_key
+from gates.paths import resolve_inside
+from gates.receipts.model import (
+    ArtifactKind,
+    Dsse,
+    EvidenceClass,
+    Framework,
+    Provenance,
+    Receipt,
+    RunRecord,
+    Signature,
+    Subject,
+)
+from gates.receipts.verify import Judgement, Status
+
+M = TypeVar("M", bound=BaseModel)
+
+INDEX_VERSION = 1
+INDEX_KIND = "audit"
+
+#: One entry: the judgement as plain data, and the stat key of every file it read.
+Entry = tuple[dict[str, Any], dict[str, list[int]]]
+
+
+def judgement_to_data(judgement: Judgement) -> dict[str, Any] | None:
+    """A serialisable judgement, or None when it is not kept (rejected, or no receipt)."""
+    if judgement.receipt is None or judgement.status is Status.REJECTED:
+        return None
+    return {
+        "status": judgement.status.value,
+        "reason": judgement.reason,
+        "signer": judgement.signer,
+        "receipt": judgement.receipt.model_dump(mode="json"),
+    }
+
+
+def _built(model: type[M], fields: dict[str, Any]) -> M:
+    """An instance of a pydantic model from fields that passed its validation before.
+
+    What `model_construct` does, without its per-field default handling (every
+    field is present here), which is most of a warm audit's time per receipt.
+    """
+    instance = model.__new__(model)
+    object.__setattr__(instance, "__dict__", fields)
+    object.__setattr__(instance, "__pydantic_fields_set__", set(fields))
+    object.__setattr__(instance, "__pydantic_extra__", None)
+    object.__setattr__(instance, "__pydantic_private__", None)
+    return instance
+
+
+def judgement_from_data(path: str, data: dict[str, Any]) -> Judgement:
+    """Rebuild a kept judgement without validating again: its fields passed validation
+    when it was made, and the index that holds them is written only by us."""
+    fields = dict(data["receipt"])
+    provenance = dict(fields["provenance"])
+    for name in ("freeze_reasons", "inputs"):
+        provenance[name] = tuple(provenance[name])
+    if provenance["command"] is not None:
+        provenance["command"] = tuple(provenance["command"])
+    if provenance.get("run") is not None:
+        provenance["run"] = _built(RunRecord, dict(provenance["run"]))
+    framework = fields["framework"]
+    fields["kind"] = ArtifactKind(fields["kind"])
+    fields["framework"] = Framework(framework) if framework is not None else None
+    fields["subjects"] = tuple(_built(Subject, dict(s)) for s in fields["subjects"])
+    fields["provenance"] = _built(Provenance, provenance)
+    fields["evidence_class"] = EvidenceClass(fields["evidence_class"])
+    fields["stamp_reasons"] = tuple(fields["stamp_reasons"])
+    envelope = fields.get("attestation")
+    if envelope is not None:
+        signatures = tuple(_built(Signature, dict(sig)) for sig in envelope["signatures"])
+        fields["attestation"] = _built(Dsse, {**envelope, "signatures": signatures})
+    receipt = _built(Receipt, fields)
+    return Judgement(path, receipt, Status(data["status"]), data["reason"], data.get("signer"))
+
+
+def contracts_digest(folder: Path) -> str:
+    """sha256 over the names and bytes of the contract files (any change starts afresh)."""
+    digest = hashlib.sha256()
+    with contextlib.suppress(OSError):
+        for path in sorted(folder.glob("*.toml")):
+            digest.update(path.name.encode() + b"\0" + path.read_bytes() + b"\0")
+    return digest.hexdigest()
+
+
+class AuditIndex:
+    """Judgements keyed by the stat keys of the files they read, under one fingerprint."""
+
+    def __init__(self, root: Path, path: Path | None, fingerprint: str) -> None:
+        self.root = root
+        self.base = str(root)
+        self.path = path
+        self.fingerprint = fingerprint
+        self.entries: dict[str, Entry] = self._load()
+        self.fresh: dict[str, Entry] = {}
+        self.hits = 0
+        self.misses = 0
+
+    def _load(self) -> dict[str, Entry]:
+        if self.path is None:
+            return {}
+        try:
+            data = json.loads(self.path.read_bytes())
+        except (OSError, ValueError):
+            return {}
+        if (
+            not isinstance(data, dict)
+            or data.get("version") != INDEX_VERSION
+            or data.get("fingerprint") != self.fingerprint
+            or not isinstance(data.get("entries"), dict)
+        ):
+            return {}
+        entries: dict[str, Entry] = data["entries"]
+        return entries
+
+    def _key(self, relpath: str, checked_dirs: set[str]) -> list[int] | None:
+        """The stat key of a workspace file, or None when it is missing, not a regular file,
+        or reached through a symlinked folder (folders are checked once per audit)."""
+        folder, _, _ = relpath.rpartition("/")
+        try:
+            if folder and f"{self.base}/{folder}" not in checked_dirs:
+                resolve_inside(self.root, folder, checked_dirs=checked_dirs)
+                checked_dirs.add(f"{self.base}/{folder}")
+            info = os.lstat(f"{self.base}/{relpath}")
+        except (OSError, UnsafePathError):
+            return None
+        return stat_key(info) if stat.S_ISREG(info.st_mode) else None
+
+    def lookup(self, relpath: str, checked_dirs: set[str]) -> Judgement | None:
+        """The kept judgement of ``relpath`` if no file it read has changed."""
+        entry = self.entries.get(relpath)
+        if entry is not None:
+            with contextlib.suppress(KeyError, TypeError, ValueError, AttributeError):
+                data, keys = entry
+                if keys and all(self._key(p, checked_dirs) == key for p, key in keys.items()):
+                    judgement = judgement_from_data(relpath, data)
+                    self.fresh[relpath] = entry
+                    self.hits += 1
+                    return judgement
+        self.misses += 1
+        return None
+
+    def remember(self, judgement: Judgement, checked_dirs: set[str]) -> None:
+        """Keep an accepted judgement with the stat keys of its receipt and subjects, unless
+        a file is still changing (modified within the racy window) or changed meanwhile."""
+        data = judgement_to_data(judgement)
+        if data is None or judgement.receipt is None:
+            return
+        files = [judgement.path, *(s.path for s in judgement.receipt.subjects)]
+        keys: dict[str, list[int]] = {}
+        now = time.time_ns()
+        for relpath in files:
+            key = self._key(relpath, checked_dirs)
+            if key is None or now - key[3] <= RACY_WINDOW_NS:
+                return
+            keys[relpath] = key
+        self.fresh[judgement.path] = (data, keys)
+
+    def judge(
+        self, relpath: str, compute: Callable[[], Judgement], checked_dirs: set[str]
+    ) -> Judgement:
+        """The kept judgement, or ``compute()`` (then kept when accepted)."""
+        found = self.lookup(relpath, checked_dirs)
+        if found is not None:
+            return found
+        judgement = compute()
+        self.remember(judgement, checked_dirs)
+        return judgement
+
+    def save(self) -> None:
+        """Write the entries of this audit (receipts gone since are dropped), atomically;
+        an unwritable cache folder just skips it."""
+        if self.path is None or (self.fresh == self.entries and self.misses == 0):
+            return
+        payload = json.dumps(
+            {"version": INDEX_VERSION, "fingerprint": self.fingerprint, "entries": self.fresh},
+            separators=(",", ":"),
+        )
+        with contextlib.suppress(OSError):
+            write_text_atomic(self.path, payload)

@@ -1,0 +1,190 @@
+"""The persistent audit index through `gates audit`: a warm audit judges nothing again, any
+change of a receipt, a subject or the contracts is seen, and a corrupt index is rebuilt."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import pytest
+
+import gates.engine
+import gates.workspace
+from gates.audit_index import INDEX_KIND
+from gates.hashing import cache_file
+from tests.conftest import Workspace, write
+
+SUBJECTS = ["results/torch/loss.json", "results/paddle/loss.json", "outputs/extra.json"]
+
+
+def age(root: Path) -> None:
+    """Give every evidence file an old mtime, as files written before this audit have."""
+    past = ((root / "gates.toml").stat().st_mtime_ns // 10**9 - 3600) * 10**9
+    for location in ("results", "outputs"):
+        for path in (root / location).rglob("*"):
+            if path.is_file():
+                os.utime(path, ns=(past, past))
+
+
+@pytest.fixture
+def evidence(ws: Workspace, capsys: pytest.CaptureFixture[str]) -> Workspace:
+    for subject in SUBJECTS:
+        write(ws.root, subject, json.dumps({"losses": [2.5, 2.25]}))
+        made = ws.gates(capsys, "receipt", "create", "--kind", "loss", "--subject", subject)
+        assert made.code == 0, made.err
+    age(ws.root)
+    return ws
+
+
+def audit(ws: Workspace, capsys: pytest.CaptureFixture[str]) -> dict[str, object]:
+    result = ws.gates(capsys, "audit", "--format", "json")
+    assert result.code in (0, 1), result.err
+    report: dict[str, object] = json.loads(result.out)
+    return report
+
+
+def receipts(report: dict[str, object]) -> dict[str, dict[str, object]]:
+    return {r["path"]: r for r in report["receipts"]}  # type: ignore[index,union-attr]
+
+
+def index_file(ws: Workspace) -> Path:
+    path = cache_file(ws.root, INDEX_KIND)
+    assert path is not None
+    return path
+
+
+@pytest.fixture
+def judged(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """The receipts the engine reads and judges from their files (not from the index)."""
+    calls: list[str] = []
+    real = gates.engine.judge
+
+    def counting(context: object, relpath: str) -> object:
+        calls.append(relpath)
+        return real(context, relpath)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(gates.engine, "judge", counting)
+    return calls
+
+
+def test_a_warm_audit_judges_nothing_again_and_agrees_with_the_cold_one(
+    evidence: Workspace, capsys: pytest.CaptureFixture[str], judged: list[str]
+) -> None:
+    cold = audit(evidence, capsys)
+    assert len(judged) == 3
+    entries = json.loads(index_file(evidence).read_text())["entries"]
+    assert sorted(entries) == sorted(receipts(cold))
+    judged.clear()
+    warm = audit(evidence, capsys)
+    assert judged == []
+    assert warm == cold
+    assert {r["status"] for r in receipts(warm).values()} == {"formal"}
+
+
+def test_an_edited_receipt_is_judged_again_and_rejected(
+    evidence: Workspace, capsys: pytest.CaptureFixture[str], judged: list[str]
+) -> None:
+    audit(evidence, capsys)
+    path = evidence.root / "results/torch/loss.receipt.json"
+    document = json.loads(path.read_text())
+    document["stampReasons"] = ["edited"]
+    path.write_text(json.dumps(document))
+    judged.clear()
+    found = receipts(audit(evidence, capsys))
+    assert judged == ["results/torch/loss.receipt.json"]
+    assert found["results/torch/loss.receipt.json"]["status"] == "rejected"
+    assert found["results/paddle/loss.receipt.json"]["status"] == "formal"
+
+
+def test_a_changed_subject_is_seen(
+    evidence: Workspace, capsys: pytest.CaptureFixture[str], judged: list[str]
+) -> None:
+    audit(evidence, capsys)
+    write(evidence.root, "outputs/extra.json", json.dumps({"losses": [9.5, 2.25]}))
+    judged.clear()
+    found = receipts(audit(evidence, capsys))
+    assert judged == ["outputs/extra.receipt.json"]
+    assert found["outputs/extra.receipt.json"]["status"] == "rejected"
+    assert "sha256 differs" in str(found["outputs/extra.receipt.json"]["reason"])
+
+
+def test_a_changed_contract_starts_a_new_index(
+    evidence: Workspace, capsys: pytest.CaptureFixture[str], judged: list[str]
+) -> None:
+    audit(evidence, capsys)
+    before = json.loads(index_file(evidence).read_text())["fingerprint"]
+    contract = next((evidence.root / "contracts").glob("*.toml"))
+    contract.write_text(contract.read_text() + "\n# reviewed\n")
+    judged.clear()
+    audit(evidence, capsys)
+    assert len(judged) == 3
+    assert json.loads(index_file(evidence).read_text())["fingerprint"] != before
+
+
+def test_a_blocked_freeze_is_part_of_the_fingerprint(
+    evidence: Workspace, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert {r["status"] for r in receipts(audit(evidence, capsys)).values()} == {"formal"}
+    write(evidence.root, "README.md", "edited\n")
+    assert {r["status"] for r in receipts(audit(evidence, capsys)).values()} == {"probe"}
+
+
+@pytest.mark.parametrize(
+    "garbage",
+    [
+        "{not json",
+        '{"version": 1, "fingerprint": "x", "entries": []}',
+        "[]",
+    ],
+)
+def test_a_corrupt_index_is_rebuilt_not_trusted(
+    evidence: Workspace, capsys: pytest.CaptureFixture[str], judged: list[str], garbage: str
+) -> None:
+    cold = audit(evidence, capsys)
+    index_file(evidence).write_text(garbage)
+    judged.clear()
+    assert audit(evidence, capsys) == cold
+    assert len(judged) == 3
+    assert json.loads(index_file(evidence).read_text())["version"] == 1
+
+
+def test_an_entry_with_the_right_fingerprint_but_wrong_keys_is_not_used(
+    evidence: Workspace, capsys: pytest.CaptureFixture[str], judged: list[str]
+) -> None:
+    audit(evidence, capsys)
+    data = json.loads(index_file(evidence).read_text())
+    for _, keys in data["entries"].values():
+        for key in keys.values():
+            key[2] += 1  # another size
+    index_file(evidence).write_text(json.dumps(data))
+    judged.clear()
+    audit(evidence, capsys)
+    assert len(judged) == 3
+
+
+def test_no_index_when_caching_is_off(
+    evidence: Workspace, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("GATES_CACHE_DIR", "off")
+    report = audit(evidence, capsys)
+    assert {r["status"] for r in receipts(report).values()} == {"formal"}
+    monkeypatch.delenv("GATES_CACHE_DIR")
+    assert not index_file(evidence).exists()
+
+
+def test_a_kept_judgement_rebuilds_the_validated_receipt(
+    evidence: Workspace, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from gates.audit_index import judgement_from_data, judgement_to_data  # noqa: PLC0415
+    from gates.receipts.model import Receipt  # noqa: PLC0415
+
+    run = gates.engine.judge_workspace(gates.workspace.open_workspace(evidence.root))
+    for judgement in run.receipts:
+        data = judgement_to_data(judgement)
+        assert data is not None and judgement.receipt is not None
+        rebuilt = judgement_from_data(judgement.path, json.loads(json.dumps(data)))
+        assert rebuilt == judgement
+        assert rebuilt.receipt is not None
+        assert rebuilt.receipt.model_dump() == judgement.receipt.model_dump()
+        assert Receipt.model_validate(rebuilt.receipt.model_dump()) == judgement.receipt
