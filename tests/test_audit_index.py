@@ -13,9 +13,10 @@ import gates.engine
 import gates.workspace
 from gates.audit_index import INDEX_KIND
 from gates.hashing import cache_file
-from tests.conftest import Workspace, write
+from tests.conftest import Workspace, declare_entrypoints, signed_run, write
 
-SUBJECTS = ["results/torch/loss.json", "results/paddle/loss.json", "outputs/extra.json"]
+SUBJECTS = ["results/torch/loss.json", "results/paddle/loss.json", "outputs/extra/loss.json"]
+RECEIPTS = 4 * len(SUBJECTS)  # each run: run attestation, manifest, env and loss receipts
 
 
 def age(root: Path) -> None:
@@ -29,10 +30,12 @@ def age(root: Path) -> None:
 
 @pytest.fixture
 def evidence(ws: Workspace, capsys: pytest.CaptureFixture[str]) -> Workspace:
+    # signed runs of the declared entrypoint: run attestations, envelopes and run records,
+    # everything the index must keep and give back unchanged
+    declare_entrypoints(ws.root)
     for subject in SUBJECTS:
-        write(ws.root, subject, json.dumps({"losses": [2.5, 2.25]}))
-        made = ws.gates(capsys, "receipt", "create", "--kind", "loss", "--subject", subject)
-        assert made.code == 0, made.err
+        framework = "torch" if "torch" in subject else "paddle"
+        signed_run(ws.root, capsys, framework, [2.5, 2.25], out=subject.rsplit("/", 1)[0])
     age(ws.root)
     return ws
 
@@ -72,7 +75,7 @@ def test_a_warm_audit_judges_nothing_again_and_agrees_with_the_cold_one(
     evidence: Workspace, capsys: pytest.CaptureFixture[str], judged: list[str]
 ) -> None:
     cold = audit(evidence, capsys)
-    assert len(judged) == 3
+    assert len(judged) == RECEIPTS
     entries = json.loads(index_file(evidence).read_text())["entries"]
     assert sorted(entries) == sorted(receipts(cold))
     judged.clear()
@@ -101,12 +104,13 @@ def test_a_changed_subject_is_seen(
     evidence: Workspace, capsys: pytest.CaptureFixture[str], judged: list[str]
 ) -> None:
     audit(evidence, capsys)
-    write(evidence.root, "outputs/extra.json", json.dumps({"losses": [9.5, 2.25]}))
+    write(evidence.root, "outputs/extra/loss.json", json.dumps({"losses": [9.5, 2.25]}))
     judged.clear()
     found = receipts(audit(evidence, capsys))
-    assert judged == ["outputs/extra.receipt.json"]
-    assert found["outputs/extra.receipt.json"]["status"] == "rejected"
-    assert "sha256 differs" in str(found["outputs/extra.receipt.json"]["reason"])
+    # the loss receipt and the run attestation that binds the same file
+    assert judged == ["outputs/extra/loss.receipt.json", "outputs/extra/run.receipt.json"]
+    assert found["outputs/extra/loss.receipt.json"]["status"] == "rejected"
+    assert "changed" in str(found["outputs/extra/loss.receipt.json"]["reason"])
 
 
 def test_a_changed_contract_starts_a_new_index(
@@ -118,7 +122,7 @@ def test_a_changed_contract_starts_a_new_index(
     contract.write_text(contract.read_text() + "\n# reviewed\n")
     judged.clear()
     audit(evidence, capsys)
-    assert len(judged) == 3
+    assert len(judged) == RECEIPTS
     assert json.loads(index_file(evidence).read_text())["fingerprint"] != before
 
 
@@ -145,7 +149,7 @@ def test_a_corrupt_index_is_rebuilt_not_trusted(
     index_file(evidence).write_text(garbage)
     judged.clear()
     assert audit(evidence, capsys) == cold
-    assert len(judged) == 3
+    assert len(judged) == RECEIPTS
     assert json.loads(index_file(evidence).read_text())["version"] == 1
 
 
@@ -160,7 +164,7 @@ def test_an_entry_with_the_right_fingerprint_but_wrong_keys_is_not_used(
     index_file(evidence).write_text(json.dumps(data))
     judged.clear()
     audit(evidence, capsys)
-    assert len(judged) == 3
+    assert len(judged) == RECEIPTS
 
 
 def test_no_index_when_caching_is_off(
@@ -188,3 +192,26 @@ def test_a_kept_judgement_rebuilds_the_validated_receipt(
         assert rebuilt.receipt is not None
         assert rebuilt.receipt.model_dump() == judgement.receipt.model_dump()
         assert Receipt.model_validate(rebuilt.receipt.model_dump()) == judgement.receipt
+
+
+def test_a_change_of_the_trust_anchors_judges_everything_again(
+    evidence: Workspace,
+    capsys: pytest.CaptureFixture[str],
+    judged: list[str],
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The signer of every kept judgement is revoked: nothing may stay formal from the index."""
+    audit(evidence, capsys)
+    signing = Path(os.environ["GATES_TRUST"])
+    revoked = tmp_path / "trust.toml"
+    (tmp_path / "ci.pub").write_text((signing.parent / "ci.pub").read_text())
+    revoked.write_text(
+        '[[signers]]\nname = "ci"\npublic_key = "ci.pub"\nframeworks = ["*"]\nrevoked = true\n'
+    )
+    monkeypatch.setenv("GATES_TRUST", str(revoked))
+    judged.clear()
+    found = receipts(audit(evidence, capsys))
+    assert len(judged) == RECEIPTS
+    assert {r["status"] for r in found.values()} == {"probe"}
+    assert all("revoked" in str(r["reason"]) for r in found.values())
