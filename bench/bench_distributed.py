@@ -196,6 +196,7 @@ def inventory(args: argparse.Namespace, root: Path) -> dict[str, object]:
     ws = workspace(root / "inv")
     reference = reference_keyset(config)
     write_header_only(ws / "results/torch/checkpoint", reference)
+    (ws / "results/torch/checkpoint/config.json").write_text(json.dumps(config))
     candidate = paddle_keyset(reference, mtp, drop_mtp_indexer=True)
     write_header_only(ws / "results/paddle/checkpoint", candidate)
     folders = [ws / "results/torch/checkpoint", ws / "results/paddle/checkpoint"]

@@ -12,6 +12,7 @@ or inside the workspace).
 from __future__ import annotations
 
 import argparse
+import json
 import sys
 from pathlib import Path
 
@@ -31,6 +32,8 @@ def main() -> int:
     for side, keys in (("reference", reference), ("candidate", candidate)):
         shards = write_header_only(args.out / side, keys)
         print(f"{args.out / side}: {len(keys)} tensors in {shards} shards")
+    # the official checkpoint ships its config.json: the rules' {mtp} comes from it
+    (args.out / "reference" / "config.json").write_text(json.dumps(config, indent=2) + "\n")
     return 0
 
 

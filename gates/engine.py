@@ -34,14 +34,13 @@ from gates.contracts.model import (
 from gates.contracts.registry import FREEZE_CHECK, MODULES, evaluator
 from gates.derive import loss_check_problem
 from gates.evidence import Evidence
-from gates.external import roots_of
 from gates.freeze import FreezeReport, SourceTree, evaluate_freeze
 from gates.hashing import StatCache, cache_file
 from gates.policy import Policy, policy_of
 from gates.receipts.model import RECEIPT_SUFFIX, Receipt
 from gates.receipts.verify import Judgement, JudgingContext, Status, judge
 from gates.waivers import LoadedWaiver, today
-from gates.workspace import Workspace
+from gates.workspace import Workspace, roots_of
 
 RESULTS_CHECK = results_contract.CHECK
 

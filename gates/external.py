@@ -17,13 +17,9 @@ import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 from gates.errors import UnsafePathError
 from gates.paths import check_relpath, resolve_inside, to_workspace_relpath
-
-if TYPE_CHECKING:
-    from gates.workspace import Workspace
 
 EXTERNAL_PREFIX = "external:"
 _VARIABLE = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}")
@@ -194,11 +190,6 @@ def locate(roots: ExternalRoots, given: str, cwd: Path) -> Location:
             f"[evidence.external] of gates.toml (then write external:<root>/<path>){why}",
         ) from None
     return Location(roots.workspace, relpath, relpath)
-
-
-def roots_of(workspace: Workspace) -> ExternalRoots:
-    """The external roots a workspace's gates.toml names."""
-    return ExternalRoots(workspace.root, dict(workspace.config.evidence.external.root))
 
 
 def subject_file(

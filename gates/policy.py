@@ -282,6 +282,13 @@ def _anchors_at_ref(root: Path, ref: str, path: str) -> Anchors:
     )
 
 
+@dataclass(frozen=True)
+class GovernedWorkspace(Workspace):
+    """A workspace whose settings are those of the policy in force, which it carries."""
+
+    policy: Policy
+
+
 def govern(
     workspace: Workspace,
     *,
@@ -297,11 +304,11 @@ def govern(
         trust=trust,
         with_anchors=with_anchors,
     )
-    return Workspace(workspace.root, policy.config, policy), policy
+    return GovernedWorkspace(workspace.root, policy.config, policy), policy
 
 
 def policy_of(workspace: Workspace) -> tuple[Workspace, Policy]:
     """The workspace's policy, resolved from the environment when the caller has not."""
-    if workspace.policy is not None:
+    if isinstance(workspace, GovernedWorkspace):
         return workspace, workspace.policy
     return govern(workspace)

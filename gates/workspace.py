@@ -4,23 +4,19 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 from gates.config import CONFIG_NAME, GatesConfig, load_config
+from gates.external import ExternalRoots
 from gates.freeze_settings import find_root
-
-if TYPE_CHECKING:
-    from gates.policy import Policy
 
 
 @dataclass(frozen=True)
 class Workspace:
-    """The repository root and the settings in force. ``policy`` says where those came
-    from (None: not resolved yet; the engine resolves it from the environment)."""
+    """The repository root and its settings (under a policy ref, the settings in force:
+    see gates.policy.GovernedWorkspace)."""
 
     root: Path
     config: GatesConfig
-    policy: Policy | None = None
 
     @property
     def config_path(self) -> Path:
@@ -35,3 +31,8 @@ def open_workspace(start: Path) -> Workspace:
     """Open the workspace at or above ``start`` (the current folder, or -C DIR)."""
     root = find_root(start)
     return Workspace(root=root, config=load_config(root / CONFIG_NAME))
+
+
+def roots_of(workspace: Workspace) -> ExternalRoots:
+    """The external roots a workspace's gates.toml names."""
+    return ExternalRoots(workspace.root, dict(workspace.config.evidence.external.root))

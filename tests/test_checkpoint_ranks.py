@@ -121,7 +121,7 @@ TRAINER = """
 import json, sys
 from gates.checkpoints.ranks import RanksError, launcher_world
 from gates.errors import GatesError
-from gates.commands.checkpoint_ranks import verify_saved_checkpoint
+from gates.commands.checkpoint import verify_saved_checkpoint
 
 rank = launcher_world().rank
 results = []

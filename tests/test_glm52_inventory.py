@@ -27,10 +27,10 @@ def glm52_pair(ws: Workspace) -> Workspace:
     mtp = config["num_hidden_layers"]
     reference = reference_keyset(config)
     write_header_only(ws.root / REF, reference, shard_bytes=2 * 1024**3)
+    # the official checkpoint ships its config.json: {mtp} comes from num_hidden_layers
+    (ws.root / REF / "config.json").write_text(json.dumps(config))
     candidate = paddle_keyset(reference, mtp, drop_mtp_indexer=True)
     write_header_only(ws.root / CAND, candidate, shard_bytes=2 * 1024**3)
-    contract = ws.root / "contracts/tensor-inventory.toml"
-    contract.write_text(contract.read_text().replace('mtp = "78"', f'mtp = "{mtp}"'))
     return ws
 
 

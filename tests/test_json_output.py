@@ -8,6 +8,7 @@ the commands talk: rounded losses (notes), a blocked freeze, unbacked claims.
 from __future__ import annotations
 
 import json
+import shutil
 from pathlib import Path
 
 import click
@@ -16,9 +17,10 @@ import pytest
 
 import audit_source_freeze
 from gates.cli import cli
-from tests.conftest import Workspace, write
+from tests.conftest import REPO_ROOT, Workspace, write
 from tests.glm_fixture import write_checkpoint
 from tests.lossgen import train_losses, write_loss_json
+from tests.tensorgen import glm_pair, write_dump
 
 REF = "results/torch/loss.json"
 CAND = "results/paddle/loss.json"
@@ -62,6 +64,11 @@ def prepare(ws: Workspace, capsys: pytest.CaptureFixture[str], tmp_path: Path) -
     arrays = {f"w{i}": ("F32", np.arange(4 * (i + 1), dtype="<f4").view("<u4")) for i in range(3)}
     write_checkpoint(ws.root / "results/torch/checkpoint", arrays, shards=2)
     write_checkpoint(ws.root / "results/paddle/checkpoint", arrays, shards=1)
+    ref, cand = glm_pair(np.random.default_rng(1), 1)
+    write_dump(ws.root / "results/torch", ref, framework="torch")
+    write_dump(ws.root / "results/paddle", cand)
+    example_model = REPO_ROOT / "examples/glm52-minimal/model"
+    shutil.copytree(example_model, ws.root / "model", ignore=shutil.ignore_patterns("__pycache__"))
     claims = tmp_path / "pr.md"
     claims.write_text(f"HEAD {ws.pin[:8]}; loss 12.416634559631348; max_diff=1.5\n")
     return claims
@@ -92,6 +99,18 @@ def invocations(ws: Workspace, claims: Path) -> dict[str, list[str]]:
         "status": ["status"],
         "explain": ["explain", "contract_environment.source-freeze-head-vs-pin"],
         "claims check": ["claims", "check", str(claims)],
+        "check tensors": ["check", "tensors", "results/torch", "results/paddle"],
+        "check config": [
+            "check",
+            "config",
+            "model/glm52/config.json",
+            "--class",
+            "glm52.configuration:GlmMoeDsaConfig",
+            "--path",
+            "model",
+        ],
+        "probe consumed": ["probe", "consumed", "model/probe_mtp.py:build"],
+        "attest export": ["attest", "export", "--out", str(claims.parent / "export")],
     }
 
 

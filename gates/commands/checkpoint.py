@@ -3,68 +3,29 @@ checkpoint; against a reference through the naming rules; by slices and merged."
 
 from __future__ import annotations
 
-import hashlib
-import json
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
 from gates import exitcodes
 from gates.canonical import strict_loads
-from gates.checkpoints.check import CheckpointReport, ShardRange, check_checkpoint, compare_pair
+from gates.checkpoints.check import ShardRange, check_checkpoint, compare_pair
 from gates.checkpoints.digest import checkpoint_digest, default_threads
-from gates.checkpoints.layout import INDEX_NAME
 from gates.checkpoints.ranks import DEFAULT_TIMEOUT_S, launcher_world
 from gates.checkpoints.rulefile import load_ruleset, workspace_ruleset
 from gates.checkpoints.rules import RuleSet
 from gates.commands import Echo
+from gates.commands.checkpoint_output import bound_files, finish, output_document
 from gates.commands.outputs import render_figures, write_checker_output
 from gates.engine import judge_workspace
 from gates.errors import GatesError
-from gates.external import Location, locate, roots_of
+from gates.external import Location, locate
 from gates.hashing import StatCache, cache_file
 from gates.paths import to_workspace_relpath
 from gates.receipts.model import ArtifactKind
 from gates.receipts.verify import Judgement, Status
 from gates.resources import validator
-from gates.workspace import Workspace
-
-CHECK_FORMAT = "gates.checkpoint_check/v1"
-
-
-def layout_digest(report: CheckpointReport) -> str:
-    """Identifies a checkpoint's layout (tensor, shard, dtype, shape) so slices can be merged."""
-    rows = sorted(
-        (name, t.shard, t.entry.dtype, list(t.entry.shape))
-        for name, t in report.checkpoint.tensors.items()
-    )
-    return hashlib.sha256(json.dumps(rows).encode()).hexdigest()
-
-
-def _document(report: CheckpointReport, mode: str) -> dict[str, object]:
-    figures = report.figures()
-    return {
-        "format": CHECK_FORMAT,
-        "mode": mode,
-        **{k: figures[k] for k in ("path", "valid", "problems", "hygiene_clean", "hygiene")},
-        "incomplete": list(report.incomplete),
-        "tensor_count": figures["tensor_count"],
-        "shard_count": figures["shard_count"],
-        "digest": figures["digest"] if mode != "partial" else None,
-        "layout_digest": layout_digest(report),
-        "against": None,
-    }
-
-
-def bound_files(location: Location, report: CheckpointReport) -> tuple[str, ...]:
-    """The external files a check of a checkpoint below an external root binds: index and
-    shards, as ``external:<root>/<relpath>`` subjects of its receipt."""
-    if not location.external or not report.valid:
-        return ()
-    names = sorted(report.checkpoint.shards)
-    if report.checkpoint.index_present:
-        names.append(INDEX_NAME)
-    return tuple(f"{location.label}/{name}" for name in names)
+from gates.workspace import Workspace, open_workspace, roots_of
 
 
 def resolve_rules(workspace: Workspace, rules: str | None, cwd: Path) -> tuple[RuleSet, str | None]:
@@ -123,7 +84,7 @@ def check(
         shard_range=shard_range,
         label=location.label,
     )
-    document = _document(report, "partial" if shard_range else "full")
+    document = output_document(report, "partial" if shard_range else "full")
     if shard_range:
         document["shard_range"] = {
             "index": shard_range.index,
@@ -164,25 +125,6 @@ def remember_file_digests(
             futures.append(pool.submit(cache.digest, subject, path, path.stat()))
         for future in futures:
             future.result()
-
-
-def finish(
-    workspace: Workspace,
-    document: dict[str, object],
-    output: str,
-    subjects: tuple[str, ...],
-    *,
-    failed: bool,
-    as_json: bool,
-    echo: Echo,
-) -> int:
-    """Write the output and its receipt (binding ``subjects`` too), show the figures."""
-    receipt, artifact = write_checker_output(
-        workspace, output, ArtifactKind.CHECKPOINT_CHECK, document, [], extra_subjects=subjects
-    )
-    shown = {k: v for k, v in document.items() if k not in ("tensor_contents", "format")}
-    echo(render_figures(shown, receipt, artifact, as_json=as_json))
-    return exitcodes.BLOCKED if failed else exitcodes.OK
 
 
 def _partial(
@@ -249,3 +191,35 @@ def merge(
         )
     )
     return exitcodes.OK if first["valid"] and first["hygiene_clean"] else exitcodes.BLOCKED
+
+
+def verify_saved_checkpoint(
+    folder: str | Path,
+    *,
+    workspace: str | Path = ".",
+    output: str = "outputs/checkpoint_check.receipt.json",
+    timeout_s: float = DEFAULT_TIMEOUT_S,
+    threads: int | None = None,
+    echo: Echo | None = None,
+) -> int:
+    """Check a checkpoint the job has just saved, by the job's own ranks; call on every rank.
+
+    Call it after the save on every rank of the job (after ``init_parallel_env``;
+    it calls that itself when needed), so the ranks that wrote the shards hash
+    them while they are still in the page cache. Rank 0 writes the output and
+    its receipt; every rank returns rank 0's exit code (0 valid and clean, 1
+    not, 2 error). In a single process it is `gates check checkpoint FOLDER`.
+    """
+    return check(
+        open_workspace(Path(workspace)),
+        str(folder),
+        against=None,
+        rules=None,
+        shard_range=None,
+        threads=threads,
+        output=output,
+        cwd=Path.cwd(),
+        as_json=False,
+        echo=echo or print,
+        rank_timeout=timeout_s,
+    )

@@ -18,7 +18,6 @@ from gates.checkpoints.check import CheckpointReport, inspect_checkpoint
 from gates.checkpoints.digest import default_threads, hash_shards
 from gates.checkpoints.incomplete import changed_while_checked, stat_keys
 from gates.checkpoints.ranks import (
-    DEFAULT_TIMEOUT_S,
     Exchange,
     Merged,
     RankReport,
@@ -30,11 +29,11 @@ from gates.checkpoints.ranks import (
     paddle_store,
 )
 from gates.commands import Echo
-from gates.commands.checkpoint import _document, bound_files, finish, layout_digest
+from gates.commands.checkpoint_output import bound_files, finish, layout_digest, output_document
 from gates.errors import GatesError
-from gates.external import Location, locate, roots_of
+from gates.external import Location, locate
 from gates.hashing import StatCache, cache_file
-from gates.workspace import Workspace, open_workspace
+from gates.workspace import Workspace, roots_of
 
 LIST_LIMIT = 5
 
@@ -224,42 +223,8 @@ def _conclude(
             f"the ranks hashed {len(final.contents)} tensors, the checkpoint has "
             f"{len(report.checkpoint.tensors)}"
         )
-    document = _document(final, "full")
+    document = output_document(final, "full")
     document["ranks"] = merged.ranks
     failed = not final.valid or bool(final.hygiene)
     subjects = bound_files(location, final)
     return finish(workspace, document, output, subjects, failed=failed, as_json=as_json, echo=echo)
-
-
-def verify_saved_checkpoint(
-    folder: str | Path,
-    *,
-    workspace: str | Path = ".",
-    output: str = "outputs/checkpoint_check.receipt.json",
-    timeout_s: float = DEFAULT_TIMEOUT_S,
-    threads: int | None = None,
-    echo: Echo | None = None,
-) -> int:
-    """Check a checkpoint the job has just saved, by the job's own ranks; call on every rank.
-
-    Call it after the save on every rank of the job (after ``init_parallel_env``;
-    it calls that itself when needed), so the ranks that wrote the shards hash
-    them while they are still in the page cache. Rank 0 writes the output and
-    its receipt; every rank returns rank 0's exit code (0 valid and clean, 1
-    not, 2 error). In a single process it is `gates check checkpoint FOLDER`.
-    """
-    from gates.commands.checkpoint import check  # noqa: PLC0415
-
-    return check(
-        open_workspace(Path(workspace)),
-        str(folder),
-        against=None,
-        rules=None,
-        shard_range=None,
-        threads=threads,
-        output=output,
-        cwd=Path.cwd(),
-        as_json=False,
-        echo=echo or print,
-        rank_timeout=timeout_s,
-    )

@@ -15,10 +15,10 @@ from gates.checkpoints.survey import Survey, survey
 from gates.commands import Echo
 from gates.commands.checkpoint import resolve_rules
 from gates.commands.outputs import write_checker_output
-from gates.external import locate, roots_of
+from gates.external import locate
 from gates.hashing import StatCache
 from gates.receipts.model import ArtifactKind
-from gates.workspace import Workspace
+from gates.workspace import Workspace, roots_of
 
 PARITY_FORMAT = "gates.structure_parity/v1"
 

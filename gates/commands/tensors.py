@@ -82,6 +82,7 @@ def comparison_document(comparison: Comparison) -> dict[str, object]:
         "unequal": unequal,
         "missing": comparison.missing,
         "problems": comparison.problems,
+        "notes": comparison.notes,
         "unmatched_rules": comparison.unmatched_rules,
     }
 

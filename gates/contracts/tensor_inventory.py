@@ -12,12 +12,13 @@ from gates.checkpoints.check import CheckpointReport, check_checkpoint, compare_
 from gates.checkpoints.rulefile import RULE_KEYS, ruleset_from_params
 from gates.contracts.model import Criterion, EvaluationContext, EvaluationError
 from gates.errors import ConfigError, UnsafePathError
-from gates.external import ExternalRoots, is_external, roots_of, split_external
+from gates.external import ExternalRoots, is_external, split_external
 from gates.hashing import StatCache, cache_file
 from gates.paths import check_relpath, resolve_inside
 from gates.receipts.model import ArtifactKind
 from gates.receipts.verify import Status
 from gates.tensors.probe_format import PROBE_FORMAT
+from gates.workspace import roots_of
 
 if TYPE_CHECKING:
     from gates.checkpoints.content import ContentComparison

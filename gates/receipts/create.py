@@ -14,7 +14,7 @@ from gates import __version__
 from gates.atomic import write_text_atomic
 from gates.canonical import content_id, pretty_json
 from gates.errors import ReceiptError, UnsafePathError
-from gates.external import roots_of, subject_file
+from gates.external import subject_file
 from gates.freeze import FreezeReport, Reason, evaluate_freeze
 from gates.hashing import StatCache
 from gates.paths import is_under, resolve_inside
@@ -29,7 +29,7 @@ from gates.receipts.model import (
 from gates.receipts.verify import ReceiptRejectedError, parse_receipt
 from gates.trust.envelope import ATTESTATION_FIELD, sign_document
 from gates.trust.keys import SigningKey, key_from_environment
-from gates.workspace import Workspace
+from gates.workspace import Workspace, roots_of
 
 _COMMIT = re.compile(r"[0-9a-f]{40}([0-9a-f]{24})?")
 _DIRTY = {Reason.STAGED, Reason.UNSTAGED, Reason.UNTRACKED, Reason.UNMERGED, Reason.SUBMODULE}

@@ -25,6 +25,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from gates.checkpoints.config_placeholders import FROM_CONFIG
+from gates.checkpoints.config_placeholders import resolve as resolve_placeholders
 from gates.checkpoints.header import DTYPE_BITS, TensorEntry
 from gates.checkpoints.rule_kinds import RuleError
 from gates.checkpoints.rules import Node, RuleSet, expect, label
@@ -504,6 +506,7 @@ class Comparison:
     unequal: list[TensorResult] = field(default_factory=list)
     missing: list[str] = field(default_factory=list)
     problems: list[str] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
     first: TensorResult | None = None
     unmatched_rules: list[str] = field(default_factory=list)
     steps: list[int] = field(default_factory=list)
@@ -553,6 +556,33 @@ def _steps(reference: Dump, candidate: Dump, selection: Selection) -> list[int]:
     return sorted(chosen)
 
 
+def _placeholders(ruleset: RuleSet, reference: Dump, candidate: Dump) -> tuple[RuleSet, list[str]]:
+    """Fill `{mtp}` from a config.json of the run folders (as for checkpoints); rules that
+    use a placeholder nothing sets are left out, and said so: an unfixed `{mtp}` would
+    match every layer."""
+    sides = [
+        (folder, label)
+        for dump, label in ((reference, "reference"), (candidate, "candidate"))
+        for folder in (dump.root, dump.root.parent)
+    ]
+    resolved = resolve_placeholders(ruleset, sides)
+    notes = list(resolved.notes)
+    if not resolved.problems:
+        return resolved.ruleset, notes
+    unset = [p for p in FROM_CONFIG if p not in resolved.ruleset.placeholders]
+    kept = [
+        rule
+        for rule in resolved.ruleset.rules
+        if not any("{" + p + "}" in rule.model_dump_json() for p in unset)
+    ]
+    left_out = len(resolved.ruleset.rules) - len(kept)
+    notes.append(
+        f"{left_out} rule(s) using {', '.join('{' + p + '}' for p in unset)} left out: "
+        "no config.json sets it here (set placeholders in the contract)"
+    )
+    return resolved.ruleset.model_copy(update={"rules": kept}), notes
+
+
 def compare_dumps(
     reference: Dump,
     candidate: Dump,
@@ -565,6 +595,8 @@ def compare_dumps(
     candidate's execution order."""
     slot_map = DEFAULT_SLOTS if slots is None else slots
     result = Comparison()
+    ruleset, notes = _placeholders(ruleset, reference, candidate)
+    result.notes.extend(notes)
     used_rules: set[str] = set()
     for side, dump in (("reference", reference), ("candidate", candidate)):
         for note in dump.incomplete:
