@@ -152,7 +152,9 @@ def test_the_inventory_contract_reads_the_reference_from_a_root(
 ) -> None:
     write_checkpoint(external_ws.root / CAND, paddle_arrays(reference_arrays()))
     contract = external_ws.root / "contracts/tensor-inventory.toml"
-    text = contract.read_text().replace('mtp = "78"', f'mtp = "{MTP}"')
+    text = contract.read_text().replace(
+        "[params.placeholders]\n", f'[params.placeholders]\nmtp = "{MTP}"\n'
+    )
     text = text.replace(
         'reference = "results/torch/checkpoint"', 'reference = "external:official/glm-5.2"'
     )
@@ -270,7 +272,11 @@ def test_inventory_diff_reads_a_side_below_a_root(
         external_ws.root / CAND, paddle_arrays(reference_arrays(), drop_mtp_indexer=True)
     )
     contract = external_ws.root / "contracts/tensor-inventory.toml"
-    contract.write_text(contract.read_text().replace('mtp = "78"', f'mtp = "{MTP}"'))
+    contract.write_text(
+        contract.read_text().replace(
+            "[params.placeholders]\n", f'[params.placeholders]\nmtp = "{MTP}"\n'
+        )
+    )
     result = external_ws.gates(
         capsys, "inventory", "diff", "external:official/glm-5.2", CAND, "--format", "json"
     )

@@ -9,23 +9,12 @@ from pathlib import Path
 
 import pytest
 
+from gates.commands.demo import PROFILE
 from gates.commands.demo_tensors import probe_step, tensor_step
 from gates.workspace import open_workspace
 from tests.conftest import REPO_ROOT, commit_all, make_repo, run_gates, write
 
 EXAMPLE = REPO_ROOT / "examples" / "glm52-minimal"
-PROFILE = {
-    "name": "minimum_complete",
-    "mode": "optimizer",
-    "device": "cpu",
-    "dtype": "float32",
-    "tp": "1",
-    "pp": "1",
-    "ep": "1",
-    "etp": "1",
-    "sp": "false",
-    "world": "1",
-}
 
 
 @pytest.fixture
