@@ -39,13 +39,11 @@ from gates.hashing import RACY_WINDOW_NS, stat_key
 from gates.paths import resolve_inside
 from gates.receipts.model import (
     ArtifactKind,
-    Dsse,
     EvidenceClass,
     Framework,
     Provenance,
     Receipt,
     RunRecord,
-    Signature,
     Subject,
 )
 from gates.receipts.verify import Judgement, Status
@@ -67,7 +65,9 @@ def judgement_to_data(judgement: Judgement) -> dict[str, Any] | None:
         "status": judgement.status.value,
         "reason": judgement.reason,
         "signer": judgement.signer,
-        "receipt": judgement.receipt.model_dump(mode="json"),
+        # the envelope was verified when the judgement was made; it is half of a signed
+        # receipt's bytes, and `gates attest export` reads it from the file itself
+        "receipt": judgement.receipt.model_dump(mode="json", exclude={"attestation"}),
     }
 
 
@@ -103,10 +103,7 @@ def judgement_from_data(path: str, data: dict[str, Any]) -> Judgement:
     fields["provenance"] = _built(Provenance, provenance)
     fields["evidence_class"] = EvidenceClass(fields["evidence_class"])
     fields["stamp_reasons"] = tuple(fields["stamp_reasons"])
-    envelope = fields.get("attestation")
-    if envelope is not None:
-        signatures = tuple(_built(Signature, dict(sig)) for sig in envelope["signatures"])
-        fields["attestation"] = _built(Dsse, {**envelope, "signatures": signatures})
+    fields["attestation"] = None
     receipt = _built(Receipt, fields)
     return Judgement(path, receipt, Status(data["status"]), data["reason"], data.get("signer"))
 

@@ -8,7 +8,7 @@ from pathlib import Path
 
 from gates import exitcodes
 from gates.atomic import write_text_atomic
-from gates.canonical import pretty_json
+from gates.canonical import content_id, pretty_json
 from gates.commands import Echo
 from gates.engine import run_audit
 from gates.receipts.verify import Status
@@ -32,9 +32,12 @@ def export(
     written = []
     for judgement in result.receipts:
         receipt = judgement.receipt
-        if receipt is None or receipt.attestation is None or judgement.status is Status.REJECTED:
+        if receipt is None or judgement.status is Status.REJECTED:
             continue
-        envelope = receipt.attestation.model_dump(mode="json")
+        document = json.loads((workspace.root / judgement.path).read_bytes())
+        envelope = document.get("attestation")
+        if not isinstance(envelope, dict) or content_id(document) != receipt.id:
+            continue  # unsigned, or changed since the audit judged it
         name = _envelope_name(judgement.path)
         write_text_atomic(out / name, pretty_json(envelope))
         inputs.append((judgement.path, envelope))

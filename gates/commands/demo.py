@@ -83,10 +83,12 @@ _CLOSING = (
     " run of its side's declared entrypoint. The manifest contract discharges once every side"
     " has run under `gates run` (the recorded torch run keeps its old manifest without"
     " `format`). The acceptance oracle stays discharging: its schema half holds on both sides,"
-    " but torch and paddle losses are bit-identical only for the first steps. The tensor"
-    " inventory explains every naming and layout difference by a rule and leaves the five MTP"
-    " indexer tensors as structural. The verdict stays blocked: it never turns to pass on"
-    " missing evidence, on copies, or on a waiver the PR wrote itself."
+    " but torch and paddle losses are bit-identical only for the first steps, and the tensor"
+    " dumps locate the first differing tensor at step 1. The tensor inventory explains every"
+    " naming and layout difference by a rule, and the five MTP indexer tensors the candidate"
+    " leaves out by the consumption probe; the content hashes still differ. The verdict stays"
+    " blocked: it never turns to pass on missing evidence, on copies, or on a waiver the PR"
+    " wrote itself."
 )
 
 

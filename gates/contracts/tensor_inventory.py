@@ -147,7 +147,9 @@ def _hash_match(content: ContentComparison | None) -> Criterion:
     if content is None:
         return Criterion("hash_match", False, "not comparable: the checkpoints were not hashed")
     problems = [*content.problems, *(f"{name} differs" for name in content.unequal)]
-    detail = "; ".join(problems[:5]) or "structural differences remain"
+    detail = "; ".join(problems[:5]) or (
+        "tensors are missing on one side (explained or not): the content cannot match as a whole"
+    )
     return Criterion("hash_match", False, detail)
 
 
