@@ -30,6 +30,8 @@ from gates.freeze import evaluate_freeze
 from gates.hashing import cache_file, sha256_file
 from gates.receipts.create import ReceiptRequest, build_document
 from gates.receipts.model import ArtifactKind, Framework
+from gates.trust.envelope import ATTESTATION_FIELD, sign_document
+from gates.trust.keys import SigningKey
 from gates.workspace import open_workspace
 
 REPO = Path(__file__).resolve().parent.parent
@@ -62,7 +64,15 @@ def build_repository(root: Path, files: int) -> None:
     init(root, pin="HEAD", force=False, echo=lambda _: None)
 
 
-def build_receipts(root: Path, count: int) -> None:
+def build_receipts(
+    root: Path,
+    count: int,
+    *,
+    kind: ArtifactKind = ArtifactKind.LOSS,
+    key: SigningKey | None = None,
+) -> None:
+    """``count`` receipts of one small subject each, stamped under the passing freeze, signed
+    with ``key`` when one is given; every file aged past the racy window."""
     workspace = open_workspace(root)
     freeze = evaluate_freeze(root, workspace.config)
     assert freeze.verdict == "pass", freeze.messages()
@@ -73,13 +83,13 @@ def build_receipts(root: Path, count: int) -> None:
         subject.write_text(json.dumps({"losses": [index * 0.5]}))
         os.utime(subject, ns=(PAST, PAST))
         digest = sha256_file(subject)
-        request = ReceiptRequest(
-            kind=ArtifactKind.LOSS, subjects=(relpath,), framework=Framework.PADDLE
-        )
+        request = ReceiptRequest(kind=kind, subjects=(relpath,), framework=Framework.PADDLE)
         subjects: list[dict[str, object]] = [
             {"path": relpath, "sha256": digest.sha256, "size": digest.size}
         ]
         document = build_document(request, subjects, freeze, freeze)
+        if key is not None:
+            document[ATTESTATION_FIELD] = sign_document(document, key)
         receipt = subject.with_name(subject.stem + ".receipt.json")
         receipt.write_text(pretty_json(document))
         os.utime(receipt, ns=(PAST, PAST))

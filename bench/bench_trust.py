@@ -13,7 +13,6 @@ Usage: python bench/bench_trust.py [--files 2000] [--receipts 10000] [--repeats 
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import subprocess
 import sys
@@ -21,43 +20,13 @@ import tempfile
 import time
 from pathlib import Path
 
-from bench_audit import PAST, build_repository, git
+from bench_audit import build_receipts, build_repository, git
 from common import OUT, median_seconds, report
 
-from gates.canonical import pretty_json
 from gates.commands.demo import lay_out
-from gates.freeze import evaluate_freeze
-from gates.hashing import cache_file, sha256_file
-from gates.receipts.create import ReceiptRequest, build_document
-from gates.receipts.model import ArtifactKind, Framework
-from gates.trust.envelope import ATTESTATION_FIELD, sign_document
+from gates.hashing import cache_file
+from gates.receipts.model import ArtifactKind
 from gates.trust.keys import load_key, new_key, public_pem
-from gates.workspace import open_workspace
-
-
-def build_receipts(root: Path, count: int, key_path: Path | None) -> None:
-    workspace = open_workspace(root)
-    freeze = evaluate_freeze(root, workspace.config)
-    key = load_key(key_path) if key_path else None
-    for index in range(count):
-        relpath = f"outputs/run{index // 1000:02d}/check{index:05d}.json"
-        subject = root / relpath
-        subject.parent.mkdir(parents=True, exist_ok=True)
-        subject.write_text(json.dumps({"index": index}))
-        os.utime(subject, ns=(PAST, PAST))
-        digest = sha256_file(subject)
-        request = ReceiptRequest(
-            kind=ArtifactKind.STRUCTURE_PARITY, subjects=(relpath,), framework=Framework.PADDLE
-        )
-        subjects: list[dict[str, object]] = [
-            {"path": relpath, "sha256": digest.sha256, "size": digest.size}
-        ]
-        document = build_document(request, subjects, freeze, freeze)
-        if key is not None:
-            document[ATTESTATION_FIELD] = sign_document(document, key)
-        receipt = subject.with_name(subject.stem + ".receipt.json")
-        receipt.write_text(pretty_json(document))
-        os.utime(receipt, ns=(PAST, PAST))
 
 
 def gates(root: Path, *args: str, env: dict[str, str]) -> None:
@@ -90,7 +59,8 @@ def main() -> int:
         for name, key in (("unsigned", None), ("signed", keys / "ci.key")):
             root = base / name
             build_repository(root, args.files)
-            build_receipts(root, args.receipts, key)
+            signer = load_key(key) if key else None
+            build_receipts(root, args.receipts, kind=ArtifactKind.STRUCTURE_PARITY, key=signer)
             git(root, "add", "-A")
             git(root, "commit", "-q", "-m", "receipts")
             start = time.perf_counter()
