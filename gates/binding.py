@@ -116,3 +116,12 @@ def needs_run(receipt: Receipt) -> bool:
 
 def is_run(receipt: Receipt) -> bool:
     return receipt.kind is ArtifactKind.RUN
+
+
+def run_covers(run: Receipt, output: Receipt) -> bool:
+    """The run attestation is of the output's framework and bound each of its files, with
+    the same digest: a run cannot vouch for files it did not write."""
+    bound = {(subject.path, subject.sha256) for subject in run.subjects}
+    return run.framework == output.framework and all(
+        (subject.path, subject.sha256) in bound for subject in output.subjects
+    )

@@ -19,7 +19,14 @@ from typing import Literal
 from gates import __version__
 from gates.alignment import Alignment, Side, formal_alignment
 from gates.audit_index import INDEX_KIND, AuditIndex
-from gates.binding import Entrypoints, declared_scripts, is_run, needs_run, run_problems
+from gates.binding import (
+    Entrypoints,
+    declared_scripts,
+    is_run,
+    needs_run,
+    run_covers,
+    run_problems,
+)
 from gates.contracts import results_schema_and_provenance as results_contract
 from gates.contracts.loader import ContractFileError
 from gates.contracts.model import (
@@ -165,31 +172,9 @@ def judge_receipts(
     ]
     index.save()
     context.cache.save()
-    judgements = _recompute_checks(_conflicting_subjects(judgements), workspace.root)
+    judgements = _recompute_checks(judgements, workspace.root)
     settled = settle(judgements, entrypoints or {})
     return tuple(sorted(settled, key=lambda j: j.path))
-
-
-def _conflicting_subjects(judgements: list[Judgement]) -> list[Judgement]:
-    """Two receipts binding one file to different digests: neither can be believed."""
-    digests: dict[str, set[str]] = {}
-    for judgement in judgements:
-        if judgement.receipt and judgement.status is not Status.REJECTED:
-            for subject in judgement.receipt.subjects:
-                digests.setdefault(subject.path, set()).add(subject.sha256)
-    conflicted = {path for path, found in digests.items() if len(found) > 1}
-    if not conflicted:
-        return judgements
-    settled = []
-    for judgement in judgements:
-        receipt = judgement.receipt
-        clash = sorted({s.path for s in receipt.subjects} & conflicted) if receipt else []
-        if clash and judgement.status is not Status.REJECTED:
-            reason = f"another receipt binds {clash[0]} to a different sha256"
-            settled.append(Judgement(judgement.path, receipt, Status.REJECTED, reason))
-        else:
-            settled.append(judgement)
-    return settled
 
 
 def index_fingerprint(workspace: Workspace, context: JudgingContext) -> str:
@@ -209,7 +194,9 @@ def index_fingerprint(workspace: Workspace, context: JudgingContext) -> str:
 
 def _recompute_checks(judgements: list[Judgement], root: Path) -> list[Judgement]:
     """Reject every loss checker output that disagrees with its recomputation."""
-    by_id = {j.receipt.id: j.receipt for j in judgements if j.receipt and j.status != "rejected"}
+    by_id = {
+        j.receipt.id: j.receipt for j in judgements if j.receipt and j.status is not Status.REJECTED
+    }
     settled = []
     for judgement in judgements:
         receipt = judgement.receipt
@@ -280,10 +267,13 @@ def _probe_reason(
     if is_run(receipt):
         problems = run_problems(receipt, entrypoints)
         return "run attestation: " + "; ".join(problems) if problems else None
-    if needs_run(receipt) and not any(s.receipt and is_run(s.receipt) for s in sources):
+    if needs_run(receipt) and not any(
+        s.receipt and is_run(s.receipt) and run_covers(s.receipt, receipt) for s in sources
+    ):
         return (
             "not from a signed run of the declared entrypoint (no run attestation among its "
-            "inputs; write it with `gates run --framework ... -- <entrypoint>`)"
+            "inputs that ran its framework and bound its files; write it with "
+            "`gates run --framework ... -- <entrypoint>`)"
         )
     return None
 

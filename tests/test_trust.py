@@ -15,6 +15,9 @@ from cryptography.hazmat.primitives.serialization import load_pem_public_key
 from securesystemslib.dsse import Envelope
 from securesystemslib.signer import SSlibKey
 
+from gates.receipts.create import ReceiptRequest, create_receipt
+from gates.receipts.model import ArtifactKind, Framework
+from gates.workspace import open_workspace
 from tests.conftest import (
     CPU_PROFILE,
     TrustSetup,
@@ -470,3 +473,64 @@ def test_export_writes_envelopes_that_securesystemslib_verifies(
     assert statement["predicateType"] == "https://slsa.dev/verification_summary/v1"
     assert statement["predicate"]["verificationResult"] == "FAILED"
     assert len(statement["predicate"]["inputAttestations"]) == len(summary["envelopes"])
+
+
+def test_a_run_cannot_vouch_for_a_file_it_did_not_write(
+    trusted: Workspace, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A signer using the API to name an honest run as the input of another file: probe."""
+    root = trusted.root
+    run = json.loads((root / "results/paddle/run.receipt.json").read_text())
+    write(root, "results/paddle/extra/loss.json", json.dumps({"losses": train_losses(100)}))
+    workspace = open_workspace(root)
+    request = ReceiptRequest(
+        kind=ArtifactKind.LOSS,
+        subjects=("results/paddle/extra/loss.json",),
+        framework=Framework.PADDLE,
+        profile=CPU_PROFILE,
+        inputs=(run["id"],),
+        output="results/paddle/extra/loss.receipt.json",
+    )
+    create_receipt(workspace, request)
+    entry = receipts(audit(trusted, capsys))["results/paddle/extra/loss.receipt.json"]
+    assert entry["status"] == "probe"
+    assert "bound its files" in str(entry["reason"])
+
+
+def test_a_trust_file_naming_a_key_that_is_not_ed25519_is_an_error(
+    ws: Workspace,
+    capsys: pytest.CaptureFixture[str],
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    not_ed25519 = base64.b64encode(b"\x30" * 44).decode()
+    (tmp_path / "rsa.pub").write_text(
+        f"-----BEGIN PUBLIC KEY-----\n{not_ed25519}\n-----END PUBLIC KEY-----\n"
+    )
+    trust = tmp_path / "trust.toml"
+    trust.write_text('[[signers]]\nname = "x"\npublic_key = "rsa.pub"\nframeworks = ["*"]\n')
+    monkeypatch.setenv("GATES_TRUST", str(trust))
+    result = ws.gates(capsys, "audit")
+    assert result.code == 2
+    assert "not a PEM ed25519 public key" in result.err
+
+
+def test_key_pub_of_a_missing_key_is_one_error_line(
+    ws: Workspace, capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    result = ws.gates(capsys, "key", "pub", str(tmp_path / "nope.key"))
+    assert result.code == 2
+    assert "signing key file not found" in result.err
+    assert len(result.err.strip().splitlines()) == 1
+
+
+def test_a_policy_ref_without_gates_toml_is_an_error(
+    ws: Workspace, capsys: pytest.CaptureFixture[str]
+) -> None:
+    ws.repo.git.checkout("-q", "--orphan", "bare")
+    ws.repo.git.rm("-rq", "--cached", ".")
+    ws.repo.git.commit("-q", "--allow-empty", "-m", "an empty tree")
+    ws.repo.git.checkout("-q", "-f", "main")
+    result = ws.gates(capsys, "--policy-ref", "bare", "audit")
+    assert result.code == 2
+    assert "has no gates.toml" in result.err

@@ -149,9 +149,8 @@ def public_pem(key: SigningKey) -> str:
     """The public key as SubjectPublicKeyInfo PEM, the form a trust file holds."""
     from cryptography.hazmat.primitives import serialization  # noqa: PLC0415
 
-    crypto = key.signer.public_key._crypto_key()  # the cryptography object behind the key
     return str(
-        crypto.public_bytes(
-            serialization.Encoding.PEM, serialization.PublicFormat.SubjectPublicKeyInfo
-        ).decode("ascii")
+        key.private.public_key()
+        .public_bytes(serialization.Encoding.PEM, serialization.PublicFormat.SubjectPublicKeyInfo)
+        .decode("ascii")
     )
