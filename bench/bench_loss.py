@@ -7,9 +7,12 @@ Times, in this process and on the same two files (medians of --repeats):
     that differ at every step (the slow path: max_diff and max_ulp per step);
   * the whole command, `gates check loss` in a subprocess on a pinned workspace
     (freeze checks, input receipt lookup, output and receipt writing included),
-    against `python -c 'json.load x2'` in a subprocess (same interpreter start).
+    against `python -c 'json.load x2'` in a subprocess (same interpreter start);
+  * the command's peak resident memory (the child's own rusage) against the
+    two files' size, and against the `json.load` command's.
 
 Usage: python bench/bench_loss.py [--steps 1000000] [--repeats 5]
+(the issue's figure: --steps 10000000 --repeats 3, about 190 MB a file)
 """
 
 from __future__ import annotations
@@ -40,10 +43,28 @@ ENV = {
 
 
 def write_losses(path: Path, steps: int, seed: int) -> None:
+    """Written in slices of a million steps: the bench itself stays small."""
     rng = random.Random(seed)
-    losses = [12.0 * 0.999999**step + rng.random() * 1e-3 for step in range(steps)]
     path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps({"losses": losses}))
+    with path.open("w") as handle:
+        handle.write('{"losses": [')
+        for first in range(0, steps, 1_000_000):
+            losses = [
+                12.0 * 0.999999**step + rng.random() * 1e-3
+                for step in range(first, min(first + 1_000_000, steps))
+            ]
+            handle.write((", " if first else "") + json.dumps(losses)[1:-1])
+        handle.write("]}")
+
+
+def peak_rss_mib(command: list[str]) -> float:
+    """Run ``command``; its own peak resident set size (not the bench's), in MiB."""
+    child = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    _, status, usage = os.wait4(child.pid, 0)
+    child.returncode = os.waitstatus_to_exitcode(status)
+    if child.returncode not in (0, 1):
+        raise SystemExit(f"{command} failed: exit {child.returncode}")
+    return usage.ru_maxrss / 1024
 
 
 def workspace(root: Path, steps: int) -> tuple[Path, Path]:
@@ -112,8 +133,15 @@ def main() -> int:
         gates_cli = median_seconds(
             lambda: subprocess.run(gates_cmd, check=True, capture_output=True), args.repeats
         )
+        files_mib = (reference.stat().st_size + candidate.stat().st_size) / 2**20
+        gates_rss = peak_rss_mib(gates_cmd)
+        load_rss = peak_rss_mib(load_cmd)
         results = {
             "steps": args.steps,
+            "files_mib": round(files_mib, 1),
+            "command_peak_rss_mib": round(gates_rss, 1),
+            "command_peak_rss_over_files": round(gates_rss / files_mib, 2),
+            "json_load_command_peak_rss_mib": round(load_rss, 1),
             "checker_over_json_load": round(ours / baseline, 2),
             "checker_every_step_differs_over_json_load": round(ours_divergent / baseline, 2),
             "command_over_json_load_command": round(gates_cli / load_cli, 2),

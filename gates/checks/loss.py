@@ -15,21 +15,6 @@ from gates.losses import LossSeries
 _SIGN = 1 << 63
 
 
-def _ordered(bits: int) -> int:
-    """Map float64 bit patterns (as signed int64) to integers in numeric order.
-
-    Positive floats keep their bits; negative ones go below zero, -0.0 to -1,
-    so the ULP distance of -0.0 and 0.0 is 1: they are different values here.
-    """
-    return bits if bits >= 0 else -(bits & (_SIGN - 1)) - 1
-
-
-def _as_int64(values: array[float]) -> array[int]:
-    ints = array("q")
-    ints.frombytes(values.tobytes())
-    return ints
-
-
 def bit_identical_prefix(a: array[float], b: array[float]) -> int:
     """Length of the longest common prefix whose float64 bits are identical."""
     length = min(len(a), len(b))
@@ -83,23 +68,44 @@ class LossComparison:
         }
 
 
+def _differing_figures(
+    ref: array[float], cand: array[float], start: int, end: int
+) -> tuple[int, float, int]:
+    """Over steps start..end-1: how many are bit-identical, max |a-b| and max ULP distance
+    of the others. Vectorised (numpy loads only when the series differ)."""
+    import numpy as np  # noqa: PLC0415 - only a divergent pair pays for the import
+
+    a = np.frombuffer(ref, dtype=np.float64)[start:end]
+    b = np.frombuffer(cand, dtype=np.float64)[start:end]
+    a_bits, b_bits = a.view(np.int64), b.view(np.int64)
+    differ = a_bits != b_bits
+    identical = int(end - start - np.count_nonzero(differ))
+    if identical == end - start:
+        return identical, 0.0, 0
+    a, b, a_bits, b_bits = a[differ], b[differ], a_bits[differ], b_bits[differ]
+    with np.errstate(over="ignore", invalid="ignore"):
+        max_diff = float(np.max(np.abs(a - b)))
+    # Bit patterns mapped to integers in numeric order: positive floats keep their bits,
+    # negative ones go below zero, -0.0 to -1, so -0.0 and 0.0 are 1 ULP apart here.
+    magnitude = np.int64(_SIGN - 1)
+    a_ord = np.where(a_bits >= 0, a_bits, -(a_bits & magnitude) - 1)
+    b_ord = np.where(b_bits >= 0, b_bits, -(b_bits & magnitude) - 1)
+    # |a - b| can exceed int64 (opposite signs); in uint64 it wraps back to the exact value
+    high, low = np.maximum(a_ord, b_ord).view(np.uint64), np.minimum(a_ord, b_ord).view(np.uint64)
+    max_ulp = int(np.max(high - low))
+    return identical, max_diff, max_ulp
+
+
 def compare_losses(
     reference: LossSeries, candidate: LossSeries, required_steps: int
 ) -> LossComparison:
     ref, cand = reference.values, candidate.values
     common = min(len(ref), len(cand))
     prefix = bit_identical_prefix(ref, cand)
-    ref_bits, cand_bits = _as_int64(ref), _as_int64(cand)
-    consistent = 0
-    max_diff = 0.0
-    max_ulp = 0
-    for index in range(common):
-        a, b = ref_bits[index], cand_bits[index]
-        if a == b:
-            consistent += 1
-            continue
-        max_diff = max(max_diff, abs(ref[index] - cand[index]))
-        max_ulp = max(max_ulp, abs(_ordered(a) - _ordered(b)))
+    consistent, max_diff, max_ulp = prefix, 0.0, 0
+    if prefix < common:
+        identical, max_diff, max_ulp = _differing_figures(ref, cand, prefix, common)
+        consistent += identical
     comparable = not (reference.rounded or candidate.rounded)
     enough = min(len(ref), len(cand)) >= required_steps
     return LossComparison(
