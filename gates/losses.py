@@ -62,7 +62,7 @@ class LossSeries:
     def digest(self) -> str:
         """sha256 over the little-endian float64 bytes: equal digests, bit-identical series."""
         data = self.values if _little_endian() else _swapped(self.values)
-        return hashlib.sha256(data.tobytes()).hexdigest()
+        return hashlib.sha256(data).hexdigest()  # the buffer itself, not a copy
 
 
 def _little_endian() -> bool:
@@ -315,9 +315,10 @@ class _LossJsonReader:
             numbers = json.loads(b"[" + text + b"]")
             if len(numbers) != text.count(b",") + 1 or math.inf in numbers or -math.inf in numbers:
                 raise ValueError("not a run of finite numbers")
-            self.series.extend(numbers)
+            converted = array("d", numbers)  # an int beyond float64 fails here, before extending
         except (ValueError, OverflowError):
             raise self._bad() from None
+        self.series.extend(converted)
         self.comma_pending = terminated
 
     def _bad(self) -> LossFileError:
