@@ -28,6 +28,8 @@ import os
 import re
 import struct
 from dataclasses import dataclass
+from functools import partial
+from itertools import chain, repeat
 from pathlib import Path
 from typing import Any, NamedTuple
 
@@ -152,6 +154,65 @@ def _entry(name: str, info: Any) -> TensorEntry:
             if field_name not in _FIELDS:
                 _check_ignored(value, f"tensor {name!r} field {field_name!r}")
     return TensorEntry(name, dtype, tuple(shape), start, end)
+
+
+# tuple.__new__ on the fields, called from C (the named tuple's own __new__ is Python)
+_NEW_ENTRY: Any = partial(tuple.__new__, TensorEntry)
+
+
+def _bulk_entries(  # noqa: PLR0911 - each return is one check failing
+    document: dict[str, Any], buffer_size: int
+) -> list[TensorEntry] | None:
+    """Every entry and the whole layout checked at once, in C-level passes (map, set,
+    list equality) instead of a Python loop per tensor; None when anything is not the
+    plain, valid case, and `_entries` + `_check_layout` then find the exact error.
+
+    Sound by construction: it accepts only when each condition the per-tensor checks
+    test holds (three known fields, a known dtype, unsigned integers within u64,
+    offsets contiguous from 0 and covering the buffer, size = elements x dtype size).
+    """
+    infos = list(document.values())
+    if not infos:
+        return None
+    try:
+        if set(map(type, infos)) != {dict} or set(map(len, infos)) != {3}:
+            return None  # an extra field is checked by _check_ignored, one at a time
+        dtypes = list(map(operator.itemgetter("dtype"), infos))
+        shapes = list(map(operator.itemgetter("shape"), infos))
+        offsets = list(map(operator.itemgetter("data_offsets"), infos))
+        if not set(dtypes) <= DTYPE_BITS.keys() or set(map(type, dtypes)) != {str}:
+            return None
+        if set(map(type, shapes)) != {list} or set(map(type, offsets)) != {list}:
+            return None
+        if set(map(len, offsets)) != {2}:
+            return None
+        numbers = list(chain(chain.from_iterable(shapes), chain.from_iterable(offsets)))
+        # `type is int` excludes bool and the -0 marker; a 0 dimension goes the exact way
+        # (the library multiplies partial products, which a final 0 would hide)
+        if set(map(type, numbers)) != {int} or min(numbers) < 0 or max(numbers) > USIZE_MAX:
+            return None
+        if 0 in chain.from_iterable(shapes):
+            return None
+    except (KeyError, TypeError):  # a missing field, an unhashable dtype
+        return None
+    starts = list(map(operator.itemgetter(0), offsets))
+    ends = list(map(operator.itemgetter(1), offsets))
+    bits = list(map(operator.mul, map(math.prod, shapes), map(DTYPE_BITS.__getitem__, dtypes)))
+    if max(bits) > USIZE_MAX or bits != list(
+        map(operator.mul, map(operator.sub, ends, starts), repeat(8))
+    ):
+        return None  # bits = 8 x (end - start) also means end >= start and whole bytes
+    # Every size is positive here (no 0 dimension), so each tensor is an edge start -> end
+    # with start < end; the sorted starts less the first equal to the sorted ends less the
+    # last balances every inner point, which in such a graph leaves one path 0 -> buffer
+    # end through every tensor: contiguous, no overlap, no gap (two int sorts, in C).
+    sorted_starts, sorted_ends = sorted(starts), sorted(ends)
+    if sorted_starts[0] != 0 or sorted_ends[-1] != buffer_size:
+        return None
+    if sorted_starts[1:] != sorted_ends[:-1]:
+        return None
+    fields = zip(document, dtypes, map(tuple, shapes), starts, ends, strict=True)
+    return list(map(_NEW_ENTRY, fields))
 
 
 def _entries(document: dict[str, Any]) -> list[TensorEntry]:
@@ -306,10 +367,12 @@ def parse_header(raw: bytes, file_size: int) -> Header:
     if _SURROGATE_ESCAPE.search(text):
         _check_strings(document)
     metadata = _metadata(document.pop(METADATA_KEY, None))
-    entries = _entries(document)
     data_start = 8 + len(raw)
-    _check_layout(entries, file_size - data_start)
-    return Header({e.name: e for e in entries}, metadata, data_start, file_size)
+    entries = _bulk_entries(document, file_size - data_start)
+    if entries is None:
+        entries = _entries(document)
+        _check_layout(entries, file_size - data_start)
+    return Header(dict(zip(document, entries, strict=True)), metadata, data_start, file_size)
 
 
 FIRST_READ = 64 * 1024
