@@ -1,0 +1,196 @@
+"""`pretty_json` writes exactly what `json.dumps(..., sort_keys=True, indent=2,
+ensure_ascii=False, allow_nan=False)` writes, on random documents and odd values."""
+
+from __future__ import annotations
+
+import json
+import random
+from typing import Any
+
+import pytest
+
+from gates.canonical import pretty_json
+
+ATOMS: list[Any] = [
+    0,
+    -1,
+    2**70,
+    1.5,
+    -0.0,
+    1e300,
+    5e-324,
+    True,
+    False,
+    None,
+    "",
+    "plain",
+    'quote " and \\ backslash',
+    "tab\tnewline\n\x00\x1f\x7f",
+    "unicode é 漢 \U0001f600 \u2028",
+    "lone \ud800 surrogate",
+]
+
+
+def document(rng: random.Random, depth: int = 0) -> Any:
+    roll = rng.random()
+    if depth > 5 or roll < 0.4:
+        return rng.choice(ATOMS)
+    if roll < 0.7:
+        return [document(rng, depth + 1) for _ in range(rng.randint(0, 4))]
+    if roll < 0.75:
+        return tuple(document(rng, depth + 1) for _ in range(rng.randint(0, 3)))
+    keys = ["b", "a", "é", "", "z\n", "10", "9"]
+    return {rng.choice(keys): document(rng, depth + 1) for _ in range(rng.randint(0, 4))}
+
+
+def expected(value: Any) -> str:
+    return json.dumps(value, sort_keys=True, indent=2, ensure_ascii=False, allow_nan=False) + "\n"
+
+
+def test_random_documents_are_written_as_json_dumps_writes_them() -> None:
+    rng = random.Random(5)  # noqa: S311 - reproducible test inputs
+    for _ in range(3000):
+        value = document(rng)
+        assert pretty_json(value) == expected(value)
+
+
+class Str(str):
+    __slots__ = ()
+
+
+@pytest.mark.parametrize(
+    "value",
+    [
+        {1: "int key", 2.5: "float key"},
+        {"x": Str("a str subclass")},
+        [
+            [
+                [
+                    [
+                        [
+                            [
+                                [
+                                    [
+                                        [
+                                            [
+                                                [
+                                                    [
+                                                        [
+                                                            [
+                                                                [
+                                                                    [
+                                                                        [
+                                                                            [
+                                                                                [
+                                                                                    [
+                                                                                        [
+                                                                                            [
+                                                                                                [
+                                                                                                    [
+                                                                                                        [
+                                                                                                            [
+                                                                                                                [
+                                                                                                                    [
+                                                                                                                        [
+                                                                                                                            [
+                                                                                                                                [
+                                                                                                                                    [
+                                                                                                                                        [
+                                                                                                                                            [
+                                                                                                                                                [
+                                                                                                                                                    [
+                                                                                                                                                        [
+                                                                                                                                                            [
+                                                                                                                                                                [
+                                                                                                                                                                    [
+                                                                                                                                                                        [
+                                                                                                                                                                            [
+                                                                                                                                                                                [
+                                                                                                                                                                                    [
+                                                                                                                                                                                        [
+                                                                                                                                                                                            [
+                                                                                                                                                                                                [
+                                                                                                                                                                                                    [
+                                                                                                                                                                                                        [
+                                                                                                                                                                                                            [
+                                                                                                                                                                                                                [
+                                                                                                                                                                                                                    [
+                                                                                                                                                                                                                        [
+                                                                                                                                                                                                                            [
+                                                                                                                                                                                                                                [
+                                                                                                                                                                                                                                    [
+                                                                                                                                                                                                                                        [
+                                                                                                                                                                                                                                            [
+                                                                                                                                                                                                                                                [
+                                                                                                                                                                                                                                                    []
+                                                                                                                                                                                                                                                ]
+                                                                                                                                                                                                                                            ]
+                                                                                                                                                                                                                                        ]
+                                                                                                                                                                                                                                    ]
+                                                                                                                                                                                                                                ]
+                                                                                                                                                                                                                            ]
+                                                                                                                                                                                                                        ]
+                                                                                                                                                                                                                    ]
+                                                                                                                                                                                                                ]
+                                                                                                                                                                                                            ]
+                                                                                                                                                                                                        ]
+                                                                                                                                                                                                    ]
+                                                                                                                                                                                                ]
+                                                                                                                                                                                            ]
+                                                                                                                                                                                        ]
+                                                                                                                                                                                    ]
+                                                                                                                                                                                ]
+                                                                                                                                                                            ]
+                                                                                                                                                                        ]
+                                                                                                                                                                    ]
+                                                                                                                                                                ]
+                                                                                                                                                            ]
+                                                                                                                                                        ]
+                                                                                                                                                    ]
+                                                                                                                                                ]
+                                                                                                                                            ]
+                                                                                                                                        ]
+                                                                                                                                    ]
+                                                                                                                                ]
+                                                                                                                            ]
+                                                                                                                        ]
+                                                                                                                    ]
+                                                                                                                ]
+                                                                                                            ]
+                                                                                                        ]
+                                                                                                    ]
+                                                                                                ]
+                                                                                            ]
+                                                                                        ]
+                                                                                    ]
+                                                                                ]
+                                                                            ]
+                                                                        ]
+                                                                    ]
+                                                                ]
+                                                            ]
+                                                        ]
+                                                    ]
+                                                ]
+                                            ]
+                                        ]
+                                    ]
+                                ]
+                            ]
+                        ]
+                    ]
+                ]
+            ]
+        ],
+    ],
+)
+def test_odd_values_are_left_to_json_dumps(value: Any) -> None:
+    assert pretty_json(value) == expected(value)
+
+
+@pytest.mark.parametrize("value", [{"a": float("nan")}, [float("inf")], {"a": object()}])
+def test_what_json_dumps_refuses_is_refused(value: Any) -> None:
+    with pytest.raises((ValueError, TypeError)):
+        expected(value)
+    with pytest.raises((ValueError, TypeError)):
+        pretty_json(value)
