@@ -131,9 +131,10 @@ def _rename(
         compile_pattern(rule.target, constants),
     )
     result: dict[str, Node] = {}
+    fullmatch = source.regex.fullmatch  # the hot loop: 60,000 names for GLM-5.2
     for name, node in nodes.items():
-        values = source.match(name)
-        new = target.fill(values) if values is not None else name
+        found = fullmatch(name)
+        new = target.fill(found.groupdict()) if found is not None else name
         if new in result:
             raise RuleError(f"rule {tag} maps two tensors onto {new}")
         result[new] = (
@@ -147,10 +148,10 @@ def _rename(
 def _transpose(
     rule: Transpose, tag: str, nodes: dict[str, Node], constants: dict[str, str]
 ) -> dict[str, Node]:
-    pattern = compile_pattern(rule.match, constants)
+    fullmatch = compile_pattern(rule.match, constants).regex.fullmatch
     result = {}
     for name, node in nodes.items():
-        if pattern.match(name) is None:
+        if fullmatch(name) is None:
             result[name] = node
         elif len(node.shape) != 2:
             raise RuleError(
@@ -165,10 +166,10 @@ def _transpose(
 def _cast(
     rule: Cast, tag: str, nodes: dict[str, Node], constants: dict[str, str]
 ) -> dict[str, Node]:
-    pattern = compile_pattern(rule.match, constants)
+    fullmatch = compile_pattern(rule.match, constants).regex.fullmatch
     return {
         name: Node(name, rule.dtype, node.shape, "cast", (node,), (*node.rules, tag))
-        if pattern.match(name) is not None and node.dtype != rule.dtype
+        if fullmatch(name) is not None and node.dtype != rule.dtype
         else node
         for name, node in nodes.items()
     }
@@ -180,10 +181,12 @@ def _fuse(
     sources = [compile_pattern(text, constants) for text in rule.sources]
     target = compile_pattern(rule.target, constants)
     result = dict(nodes)
+    fullmatch = sources[0].regex.fullmatch
     for name in sorted(nodes):
-        values = sources[0].match(name)
-        if values is None or name not in result:
+        found = fullmatch(name)
+        if found is None or name not in result:
             continue
+        values = found.groupdict()
         names = [pattern.fill(values) for pattern in sources]
         if not all(part in result for part in names):
             continue
