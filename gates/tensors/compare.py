@@ -361,20 +361,55 @@ TILE_BYTES = 4 * 1024 * 1024
 _LAYOUT_OPS = {"leaf", "rename", "transpose", "fuse"}
 
 
+SLAB_ROWS = 64
+TILE_COLUMNS = 256
+
+
+class _Slab:
+    """One reusable buffer that strided rows are copied into before a memcmp."""
+
+    def __init__(self) -> None:
+        self.data = bytearray()
+
+    def rows(self, count: int, like: np.ndarray) -> tuple[np.ndarray, bytearray]:
+        size = count * like.shape[1] * like.itemsize
+        if size > len(self.data):
+            self.data = bytearray(size)
+        array = np.frombuffer(self.data, like.dtype, count * like.shape[1]).reshape(count, -1)
+        return array, self.data
+
+
+_SLAB = _Slab()
+
+
+def _strided_equal(expected: np.ndarray, actual: np.ndarray) -> bool:
+    """``expected`` (C-contiguous, 2-D) against ``actual``, a strided view (a transpose):
+    a slab of 64 rows of ``actual`` is copied tile by tile (64 x 256 elements: both sides
+    of a tile stay in cache) into one reused buffer, then compared with the same rows of
+    ``expected`` by memcmp. One transposing copy in all, blocked, and no temporaries."""
+    rows, cols = expected.shape
+    slab, data = _SLAB.rows(min(SLAB_ROWS, rows), expected)
+    for i in range(0, rows, SLAB_ROWS):
+        height = min(SLAB_ROWS, rows - i)
+        part = actual[i : i + height]
+        for j in range(0, cols, TILE_COLUMNS):
+            np.copyto(slab[:height, j : j + TILE_COLUMNS], part[:, j : j + TILE_COLUMNS])
+        rows_bytes = memoryview(expected[i : i + height]).cast("B")  # type: ignore[arg-type]
+        if not data.startswith(rows_bytes):
+            return False
+    return True
+
+
 def _tiles_equal(expected: np.ndarray, actual: np.ndarray) -> bool:
-    """Equal bits, compared tile by tile: square tiles when ``actual`` is a strided 2-D view
-    (a transpose: each tile stays in cache on both sides), slabs along the first axis
-    otherwise; temporaries stay small either way."""
+    """Equal bits (raw unsigned elements): through `_strided_equal` when ``actual`` is a
+    strided 2-D view (a transpose, a fused part), in slabs along the first axis otherwise;
+    temporaries stay small either way."""
     if expected.ndim == 0 or expected.size == 0:
         return bool(np.array_equal(expected, actual))
-    if expected.ndim == 2 and not actual.flags.c_contiguous:
-        side = 512
-        rows, cols = expected.shape
-        return all(
-            np.array_equal(expected[i : i + side, j : j + side], actual[i : i + side, j : j + side])
-            for i in range(0, rows, side)
-            for j in range(0, cols, side)
-        )
+    if expected.shape != actual.shape or expected.dtype != actual.dtype:
+        return False
+    if expected.ndim == 2 and expected.flags.c_contiguous and not actual.flags.c_contiguous:
+        return _strided_equal(expected, actual)
     slab = max(1, TILE_BYTES // max(1, expected[0].nbytes))
     return all(
         np.array_equal(expected[i : i + slab], actual[i : i + slab])
