@@ -57,14 +57,37 @@ def write_losses(path: Path, steps: int, seed: int) -> None:
         handle.write("]}")
 
 
-def peak_rss_mib(command: list[str]) -> float:
-    """Run ``command``; its own peak resident set size (not the bench's), in MiB."""
-    child = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    _, status, usage = os.wait4(child.pid, 0)
-    child.returncode = os.waitstatus_to_exitcode(status)
-    if child.returncode not in (0, 1):
-        raise SystemExit(f"{command} failed: exit {child.returncode}")
-    return usage.ru_maxrss / 1024
+# Run in the measured process: its own peak (VmHWM belongs to the process's memory after
+# exec; ru_maxrss would carry over the bench's own peak from before the exec).
+PEAK = """
+import atexit, runpy, sys
+OUT = sys.argv[1]
+def report():
+    with open("/proc/self/status") as status, open(OUT, "w") as out:
+        out.write(next(l.split()[1] for l in status if l.startswith("VmHWM:")))
+atexit.register(report)
+if sys.argv[2] == "gates":
+    sys.argv = ["gates", *sys.argv[3:]]
+    runpy.run_module("gates", run_name="__main__")
+else:
+    import json
+    for path in sys.argv[3:]:
+        with open(path, "rb") as handle:
+            json.load(handle)
+"""
+
+
+def peak_rss_mib(what: str, args: list[str], folder: Path) -> float:
+    """Peak resident memory (MiB) of a fresh process running `gates ARGS` (``what`` =
+    "gates") or `json.load` of the files ARGS (``what`` = "json")."""
+    out = folder / "peak.txt"
+    subprocess.run(
+        [sys.executable, "-c", PEAK, str(out), what, *args],
+        capture_output=True,
+        check=False,
+        cwd=REPO,
+    )
+    return int(out.read_text()) / 1024
 
 
 def workspace(root: Path, steps: int) -> tuple[Path, Path]:
@@ -134,8 +157,8 @@ def main() -> int:
             lambda: subprocess.run(gates_cmd, check=True, capture_output=True), args.repeats
         )
         files_mib = (reference.stat().st_size + candidate.stat().st_size) / 2**20
-        gates_rss = peak_rss_mib(gates_cmd)
-        load_rss = peak_rss_mib(load_cmd)
+        gates_rss = peak_rss_mib("gates", gates_cmd[3:], folder)
+        load_rss = peak_rss_mib("json", load_cmd[3:], folder)
         results = {
             "steps": args.steps,
             "files_mib": round(files_mib, 1),
