@@ -50,16 +50,23 @@ def strict_loads(text: str | bytes) -> Any:
 
 def pretty_json(value: Any) -> str:
     """``json.dumps(value, sort_keys=True, indent=2, ensure_ascii=False, allow_nan=False)``
-    and a newline, byte for byte, written by `_pretty` (Python's `indent` selects its
-    pure-Python encoder, a generator per level: a 60,000-difference survey took seconds).
-    Anything `_pretty` does not handle plainly goes to `json.dumps` itself."""
+    and a newline, byte for byte (see `indented_json`)."""
+    return indented_json(value, sort_keys=True, ensure_ascii=False) + "\n"
+
+
+def indented_json(value: Any, *, sort_keys: bool, ensure_ascii: bool) -> str:
+    """``json.dumps(value, indent=2, sort_keys=..., ensure_ascii=..., allow_nan=False)``,
+    byte for byte, written by `_pretty` over the C string encoder (Python's ``indent``
+    selects its pure-Python encoder, a generator per level: a 60,000-difference survey
+    took seconds). Anything `_pretty` does not handle plainly goes to `json.dumps`."""
+    encode = _ENCODE_ASCII if ensure_ascii else _ENCODE_STRING
     try:
         parts: list[str] = []
-        _pretty(value, "\n", parts)
-        return "".join(parts) + "\n"
+        _pretty(value, "\n", parts, sort_keys, encode)
+        return "".join(parts)
     except _UnplainError:
-        return (
-            json.dumps(value, sort_keys=True, indent=2, ensure_ascii=False, allow_nan=False) + "\n"
+        return json.dumps(
+            value, sort_keys=sort_keys, indent=2, ensure_ascii=ensure_ascii, allow_nan=False
         )
 
 
@@ -70,15 +77,24 @@ class _UnplainError(Exception):
 _ENCODE_STRING: Any = getattr(json.encoder, "c_encode_basestring", None) or (
     json.encoder.py_encode_basestring
 )
+_ENCODE_ASCII: Any = getattr(json.encoder, "c_encode_basestring_ascii", None) or (
+    json.encoder.py_encode_basestring_ascii
+)
 _MAX_DEPTH = 200  # deeper than any document gates writes; json.dumps handles the rest
 
 
-def _pretty(value: Any, newline: str, parts: list[str]) -> None:  # noqa: PLR0912
+def _pretty(  # noqa: PLR0912
+    value: Any,
+    newline: str,
+    parts: list[str],
+    sort_keys: bool = True,
+    encode: Any = _ENCODE_STRING,
+) -> None:
     """Append the indented JSON of ``value``; ``newline`` is a newline and the indentation
     of the current level. Exact types only (a subclass may encode differently)."""
     kind = type(value)
     if kind is str:
-        parts.append(_ENCODE_STRING(value))
+        parts.append(encode(value))
     elif kind is dict:
         if not value:
             parts.append("{}")
@@ -88,11 +104,11 @@ def _pretty(value: Any, newline: str, parts: list[str]) -> None:  # noqa: PLR091
         inner = newline + "  "
         parts.append("{")
         separator = inner
-        for key in sorted(value):
+        for key in sorted(value) if sort_keys else value:
             parts.append(separator)
-            parts.append(_ENCODE_STRING(key))
+            parts.append(encode(key))
             parts.append(": ")
-            _pretty(value[key], inner, parts)
+            _pretty(value[key], inner, parts, sort_keys, encode)
             separator = "," + inner
         parts.append(newline)
         parts.append("}")
@@ -107,7 +123,7 @@ def _pretty(value: Any, newline: str, parts: list[str]) -> None:  # noqa: PLR091
         separator = inner
         for item in value:
             parts.append(separator)
-            _pretty(item, inner, parts)
+            _pretty(item, inner, parts, sort_keys, encode)
             separator = "," + inner
         parts.append(newline)
         parts.append("]")

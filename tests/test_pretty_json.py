@@ -1,5 +1,6 @@
 """`pretty_json` writes exactly what `json.dumps(..., sort_keys=True, indent=2,
-ensure_ascii=False, allow_nan=False)` writes, on random documents and odd values."""
+ensure_ascii=False, allow_nan=False)` writes, on random documents and odd values, and
+`indented_json` what `json.dumps(..., indent=2)` writes with either key order and escaping."""
 
 from __future__ import annotations
 
@@ -9,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from gates.canonical import pretty_json
+from gates.canonical import indented_json, pretty_json
 
 ATOMS: list[Any] = [
     0,
@@ -52,6 +53,13 @@ def test_random_documents_are_written_as_json_dumps_writes_them() -> None:
     for _ in range(3000):
         value = document(rng)
         assert pretty_json(value) == expected(value)
+        for sort_keys in (False, True):
+            for ensure_ascii in (False, True):
+                assert indented_json(
+                    value, sort_keys=sort_keys, ensure_ascii=ensure_ascii
+                ) == json.dumps(
+                    value, indent=2, sort_keys=sort_keys, ensure_ascii=ensure_ascii, allow_nan=False
+                )
 
 
 class Str(str):

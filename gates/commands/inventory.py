@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import contextlib
 import gc
-import json
 from collections.abc import Iterator
 from pathlib import Path
 
 from gates import exitcodes
+from gates.canonical import indented_json
 from gates.checkpoints.check import check_checkpoint
 from gates.checkpoints.families import by_family, grouped
 from gates.checkpoints.survey import Survey, survey
@@ -148,7 +148,8 @@ def diff(
         workspace, output, ArtifactKind.STRUCTURE_PARITY, document, []
     )
     if as_json:
-        echo(json.dumps({**document, "output": artifact, "receipt": receipt.id}, indent=2))
+        shown = {**document, "output": artifact, "receipt": receipt.id}
+        echo(indented_json(shown, sort_keys=False, ensure_ascii=True))
     else:
         echo(render_text(document, found))
         stamp = f"{receipt.evidence_class.value}/{receipt.formal_weight}"
