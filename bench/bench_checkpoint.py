@@ -11,7 +11,8 @@
     each header and `json.loads` alone against the same listing.
 Files are written first, so both sides read from the page cache. Medians of --repeats.
 
-Usage: python bench/bench_checkpoint.py [--size-mib 2048] [--shards 1000] [--repeats 3]
+Usage: python bench/bench_checkpoint.py [--size-mib 2048] [--shards 1000] [--repeats 3] [--inventory-only]
+The inventory figures are CPU seconds of this process (both sides run in it).
 """
 
 from __future__ import annotations
@@ -29,7 +30,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
-from common import median_seconds, report
+from common import median_cpu_seconds, median_seconds, report
 from safetensors import safe_open
 from safetensors.numpy import save_file
 
@@ -122,53 +123,59 @@ def main() -> int:
     parser.add_argument("--shards", type=int, default=1000)
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--out", type=Path, default=REPO / "bench" / "out" / "checkpoint.json")
+    parser.add_argument("--inventory-only", action="store_true", help="skip the hashing part")
     args = parser.parse_args()
     root = Path(tempfile.mkdtemp(prefix="gates-bench-ckpt-"))
+    results: dict[str, object] = {"inventory_shards": args.shards}
     try:
-        files = write_sharded(root / "big", args.size_mib, SHARDS, tensors_per_shard=16)
-        reference = median_seconds(lambda: openssl(files), args.repeats)
-
-        def cold(threads: int) -> Callable[[], object]:
-            return lambda: check_checkpoint(root, "big", cache=StatCache(None), threads=threads)
-
-        one = median_seconds(cold(1), args.repeats)
-        two = median_seconds(cold(2), args.repeats)
-        cache = StatCache(root / "cache.json")
-        check_checkpoint(root, "big", cache=cache, threads=2)
-        old = time.time_ns() - 10**10  # past the racy window, as for a checkpoint written earlier
-        for path in files:
-            os.utime(path, ns=(old, old))
-        cache = StatCache(root / "cache.json")
-        cold_cached = median_seconds(
-            lambda: check_checkpoint(root, "big", cache=cache, threads=2), 1
-        )
-        warm = median_seconds(
-            lambda: check_checkpoint(root, "big", cache=cache, threads=2), args.repeats
-        )
-
-        results: dict[str, object] = {
-            "checkpoint_mib": args.size_mib,
-            "hash_throughput_1_thread_over_openssl": round(reference / one, 2),
-            "hash_throughput_2_threads_over_openssl": round(reference / two, 2),
-            "warm_recheck_speedup_over_cold": round(cold_cached / warm, 1),
-            "inventory_shards": args.shards,
-        }
+        if not args.inventory_only:
+            results.update(hashing(root, args))
         folders = {
             "2_tensors": write_sharded(root / "two", 1, args.shards, tensors_per_shard=2),
             "64_tensors": write_sharded(root / "sixty-four", 8, args.shards, tensors_per_shard=64),
             "glm52_keys": write_glm_key_set(root / "glm52"),
         }
+        # CPU seconds: both sides run in this process (safe_open's Rust reader included)
         for label, shards in folders.items():
-            listed = median_seconds(lambda s=shards: listing(s), args.repeats)  # type: ignore[misc]
+            listed = median_cpu_seconds(lambda s=shards: listing(s), args.repeats)  # type: ignore[misc]
             folder = shards[0].parent
-            inventoried = median_seconds(lambda f=folder: load_checkpoint(f), args.repeats)  # type: ignore[misc]
-            floor = median_seconds(lambda s=shards: json_only(s), args.repeats)  # type: ignore[misc]
+            inventoried = median_cpu_seconds(lambda f=folder: load_checkpoint(f), args.repeats)  # type: ignore[misc]
+            floor = median_cpu_seconds(lambda s=shards: json_only(s), args.repeats)  # type: ignore[misc]
             results[f"inventory_{label}_over_safe_open_listing"] = round(listed / inventoried, 2)
             results[f"json_loads_floor_{label}_over_safe_open_listing"] = round(listed / floor, 2)
     finally:
         shutil.rmtree(root, ignore_errors=True)
     report(results, args.out)
     return 0
+
+
+def hashing(root: Path, args: argparse.Namespace) -> dict[str, object]:
+    """Hashing throughput against openssl, and the warm re-check against the cold one."""
+    files = write_sharded(root / "big", args.size_mib, SHARDS, tensors_per_shard=16)
+    reference = median_seconds(lambda: openssl(files), args.repeats)
+
+    def cold(threads: int) -> Callable[[], object]:
+        return lambda: check_checkpoint(root, "big", cache=StatCache(None), threads=threads)
+
+    one = median_seconds(cold(1), args.repeats)
+    two = median_seconds(cold(2), args.repeats)
+    cache = StatCache(root / "cache.json")
+    check_checkpoint(root, "big", cache=cache, threads=2)
+    old = time.time_ns() - 10**10  # past the racy window, as for a checkpoint written earlier
+    for path in files:
+        os.utime(path, ns=(old, old))
+    cache = StatCache(root / "cache.json")
+    cold_cached = median_seconds(lambda: check_checkpoint(root, "big", cache=cache, threads=2), 1)
+    warm = median_seconds(
+        lambda: check_checkpoint(root, "big", cache=cache, threads=2), args.repeats
+    )
+
+    return {
+        "checkpoint_mib": args.size_mib,
+        "hash_throughput_1_thread_over_openssl": round(reference / one, 2),
+        "hash_throughput_2_threads_over_openssl": round(reference / two, 2),
+        "warm_recheck_speedup_over_cold": round(cold_cached / warm, 1),
+    }
 
 
 if __name__ == "__main__":

@@ -20,6 +20,17 @@ def median_seconds(action: Callable[[], object], repeats: int) -> float:
     return statistics.median(samples)
 
 
+def median_cpu_seconds(action: Callable[[], object], repeats: int) -> float:
+    """CPU seconds of this process (for work done in-process on both sides of a ratio):
+    far steadier than wall time on a machine shared with other work."""
+    samples = []
+    for _ in range(repeats):
+        start = time.process_time()
+        action()
+        samples.append(time.process_time() - start)
+    return statistics.median(samples)
+
+
 def report(results: dict[str, object], out: Path) -> None:
     """Write the figures to ``out`` (JSON) and print them, one a line."""
     out.parent.mkdir(parents=True, exist_ok=True)
