@@ -82,7 +82,8 @@ def widen(raw: np.ndarray, source: str, target: str) -> np.ndarray:
     if source == target:
         return raw
     if source == "BF16":
-        as_f32 = raw.astype("<u4") << np.uint32(16)
+        as_f32 = raw.astype("<u4")  # a new array: shifted in place, no second copy
+        as_f32 <<= np.uint32(16)
         return as_f32 if target == "F32" else widen(as_f32, "F32", target)
     if source in _FLOATS and target in _FLOATS and _WIDTH[target] > _WIDTH[source]:
         widened: np.ndarray = raw.view(_FLOATS[source]).astype(_FLOATS[target])
@@ -103,7 +104,9 @@ def common_dtype(a: str, b: str) -> str:
 
 def to_float64(raw: np.ndarray, dtype: str) -> np.ndarray:
     if dtype == "BF16":
-        return (raw.astype("<u4") << np.uint32(16)).view("<f4").astype("<f8")
+        as_f32 = raw.astype("<u4")
+        as_f32 <<= np.uint32(16)
+        return as_f32.view("<f4").astype("<f8")
     if dtype in _FLOATS:
         return raw.view(_FLOATS[dtype]).astype("<f8")
     if dtype in _SIGNED:
