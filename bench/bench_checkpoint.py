@@ -11,7 +11,8 @@
     each header and `json.loads` alone against the same listing.
 Files are written first, so both sides read from the page cache. Medians of --repeats.
 
-Usage: python bench/bench_checkpoint.py [--size-mib 2048] [--shards 1000] [--repeats 3] [--inventory-only]
+Usage: python bench/bench_checkpoint.py [--size-mib 2048] [--shards 1000] [--repeats 3]
+                                        [--inventory-only]
 The inventory figures are CPU seconds of this process (both sides run in it).
 """
 

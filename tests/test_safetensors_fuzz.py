@@ -70,6 +70,10 @@ def mutate_tensor(draw: st.DrawFn, mutation: str, fields: dict[str, str]) -> Non
     """Change one tensor entry's JSON text (field name -> value text) in place."""
     if not {"shape", "data_offsets"} <= fields.keys():
         return  # a field was dropped already: nothing left to change there
+    try:
+        json.loads(fields["shape"])
+    except ValueError:
+        return  # an earlier "spelling" mutation left a number JSON refuses (`00`): keep it
     if mutation == "spelling":
         shape = json.loads(fields["shape"])
         if shape:
