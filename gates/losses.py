@@ -427,6 +427,16 @@ def _read_raw_loss_jsonl(stream: BinaryIO, source: str) -> _Series:
     return series
 
 
+def parse_loss_json(data: bytes, source: str) -> array[float]:
+    """`{"losses": [...]}` from its bytes (the streamed reader over them)."""
+    return _read_loss_json(io.BytesIO(data), source).values
+
+
+def parse_raw_loss_jsonl(data: bytes, source: str) -> array[float]:
+    """raw_loss.jsonl from its bytes (the streamed reader over them)."""
+    return _read_raw_loss_jsonl(io.BytesIO(data), source).values
+
+
 def parse_losses(data: bytes | BinaryIO, source: str) -> LossSeries:
     """Parse by file name: `*.jsonl` is raw_loss, anything else loss.json.
 
