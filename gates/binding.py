@@ -10,7 +10,7 @@ import re
 from collections.abc import Mapping
 
 from gates.receipts.kinds import RUN_OUTPUT_KINDS, ArtifactKind
-from gates.receipts.model import Receipt
+from gates.receipts.model import Receipt, RunRecord
 
 _PYTHON = re.compile(r"python(\d+(\.\d+)*)?")
 
@@ -85,8 +85,23 @@ def profile_problems(run: Receipt) -> list[str]:
     return problems
 
 
-def run_problems(run: Receipt, entrypoints: Entrypoints) -> list[str]:
-    """Why a run attestation cannot back formal evidence (empty when it can)."""
+def isolation_problem(record: RunRecord) -> str | None:
+    """Why a run was not isolated (None: it ran in a sandbox)."""
+    isolation = record.isolation
+    if isolation is None:
+        return "run not isolated: its attestation has no isolation record (signed before sandboxes)"
+    if isolation.mechanism == "none":
+        return "run not isolated: it ran without the sandbox (gates run --no-sandbox)"
+    if isolation.mechanism == "recorded":
+        return "run not isolated: recorded after the fact, no sandbox vouched for it"
+    return None
+
+
+def run_problems(
+    run: Receipt, entrypoints: Entrypoints, *, isolation_required: bool = False
+) -> list[str]:
+    """Why a run attestation cannot back formal evidence (empty when it can). Where the
+    policy requires isolation ([sandbox] required), a run that had none is one reason."""
     if run.framework is None:
         return ["the run names no framework (gates run --framework ...)"]
     declared = entrypoints.get(run.framework.value)
@@ -107,6 +122,9 @@ def run_problems(run: Receipt, entrypoints: Entrypoints) -> list[str]:
         )
     elif record.exit_status != 0:
         problems.append(f"the run exited with status {record.exit_status}")
+    unisolated = isolation_problem(record) if record is not None and isolation_required else None
+    if unisolated is not None:
+        problems.append(unisolated)
     return problems + profile_problems(run)
 
 

@@ -37,7 +37,7 @@ from gates.receipts.create import ReceiptRequest, create_receipt
 from gates.receipts.model import ArtifactKind, EvidenceClass, Framework, Receipt
 from gates.recorder import GIT_HEAD, RUN_DIR, RUN_ID, aggregate_ranks
 from gates.runlog import StderrTee
-from gates.sandbox import Isolation, SandboxSupport, prepared, support
+from gates.sandbox import Isolation, SandboxSupport, killed_by, prepared, support
 from gates.sandbox import Request as SandboxRequest
 from gates.sandbox.view import FRAMEWORK
 from gates.tensors.layout import TENSORS_FOLDER, dump_files
@@ -235,6 +235,14 @@ def run_log_path(root: Path, run_id: str) -> Path:
     return root / ".gates" / "runs" / f"{run_id}.log"
 
 
+def _signal_name(code: int, sandboxed: bool) -> str | None:
+    number = killed_by(code) if sandboxed else (-code if code < 0 else None)
+    try:
+        return signal.Signals(number).name if number else None
+    except ValueError:
+        return f"signal {number}"
+
+
 def _launch(
     command: list[str],
     env: dict[str, str],
@@ -261,7 +269,7 @@ def _launch(
     return Finished(
         run_id=run_id,
         exit_status=code if code >= 0 else 128 - code,
-        signal=signal.Signals(-code).name if code < 0 else None,
+        signal=_signal_name(code, sandboxed),
         interrupted_by=tuple(forwarder.received),
         started=started,
         duration=round(time.time() - started, 3),
@@ -422,11 +430,6 @@ def _collect(output: Path, folder: Path, relpath: str) -> None:
         shutil.move(str(entry), str(folder / entry.name))
 
 
-def _unsandboxed(before: FreezeReport, env: dict[str, str]) -> Isolation:
-    names = tuple(sorted(env))
-    return Isolation(mechanism="none", network=True, commit=before.head or "", environment=names)
-
-
 def _sandboxed_launch(
     workspace: Workspace,
     request: RunRequest,
@@ -465,6 +468,28 @@ def _sandboxed_launch(
     return finished, ready.isolation
 
 
+def _launch_either(
+    workspace: Workspace,
+    request: RunRequest,
+    found: SandboxSupport | None,
+    *,
+    place: tuple[str, Path, Path],
+    protocol: dict[str, str],
+    log: Path,
+) -> tuple[Finished, Isolation]:
+    """The run in the sandbox, or (--no-sandbox) in the workspace with gates' environment."""
+    if found is not None:
+        return _sandboxed_launch(workspace, request, found, place=place, protocol=protocol, log=log)
+    child_env = {**os.environ, **protocol}
+    root, cwd = workspace.root, place[2]
+    finished = _launch(request.command, child_env, cwd, protocol[RUN_ID], log=log, own_code=root)
+    names = tuple(sorted(child_env))
+    isolation = Isolation(
+        mechanism="none", network=True, commit=protocol[GIT_HEAD], environment=names
+    )
+    return finished, isolation
+
+
 def _sandbox(request: RunRequest, before: FreezeReport) -> SandboxSupport | None:
     """The sandbox to run in (None: --no-sandbox); one that cannot start stops the run."""
     if not request.sandbox:
@@ -486,9 +511,9 @@ def run(workspace: Workspace, request: RunRequest, *, cwd: Path, echo: Echo) -> 
     before = evaluate_freeze(root, workspace.config)
     if before.verdict != "pass" and not request.probe:
         return _refuse(before)
-    found = _sandbox(request, before)
+    sandbox = _sandbox(request, before)
     relpath, folder = _out_folder(workspace, request, cwd)
-    if found is not None:
+    if sandbox is not None:
         _outputs_inside(root, relpath, request, cwd)
     _empty_run_folder(relpath, folder, clean=request.clean)
     framework = request.framework.value if request.framework else None
@@ -502,19 +527,9 @@ def run(workspace: Workspace, request: RunRequest, *, cwd: Path, echo: Echo) -> 
     protocol = {RUN_DIR: str(folder), RUN_ID: run_id, GIT_HEAD: before.head or ""}
     protocol[FRAMEWORK] = framework or ""
     preloading = signing_key.preload() if signing_key else None
-    if found is not None:
-        finished, isolation = _sandboxed_launch(
-            workspace,
-            request,
-            found,
-            place=(relpath, folder, cwd),
-            protocol=protocol,
-            log=log,
-        )
-    else:
-        child_env = {**os.environ, **protocol}
-        finished = _launch(request.command, child_env, cwd, run_id, log=log, own_code=root)
-        isolation = _unsandboxed(before, child_env)
+    finished, isolation = _launch_either(
+        workspace, request, sandbox, place=(relpath, folder, cwd), protocol=protocol, log=log
+    )
     if preloading is not None:
         preloading.join()
     after = evaluate_freeze(root, workspace.config)
@@ -522,7 +537,7 @@ def run(workspace: Workspace, request: RunRequest, *, cwd: Path, echo: Echo) -> 
         request, before, after, finished.exit_status, list(finished.interrupted_by)
     )
     reasons += tuple(aggregate_ranks(folder)[1])
-    if found is None and workspace.config.sandbox.required:
+    if sandbox is None and workspace.config.sandbox.required:
         reasons += ("run not isolated: --no-sandbox, and the policy requires the sandbox",)
     found, missing = _stamps(root, folder, request, cwd)
     manifest = _manifest(request, finished, typed_profile, (before, after), reasons)

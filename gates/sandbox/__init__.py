@@ -4,7 +4,15 @@
 commit under audit and gives the command line that runs a command in it.
 """
 
-from gates.sandbox.session import Isolation, Prepared, Request, prepared
+from gates.sandbox.session import Isolation, Prepared, Request, killed_by, prepared
 from gates.sandbox.support import SandboxSupport, support
 
-__all__ = ["Isolation", "Prepared", "Request", "SandboxSupport", "prepared", "support"]
+__all__ = [
+    "Isolation",
+    "Prepared",
+    "Request",
+    "SandboxSupport",
+    "killed_by",
+    "prepared",
+    "support",
+]

@@ -19,6 +19,7 @@ import signal
 import socket
 import struct
 import sys
+from typing import Any
 
 MS_RDONLY, MS_NOSUID, MS_NODEV, MS_NOEXEC = 1, 2, 4, 8
 MS_REMOUNT, MS_BIND, MS_REC, MS_PRIVATE = 32, 4096, 16384, 1 << 18
@@ -84,28 +85,31 @@ def _drop_capabilities() -> None:
     _check(libc.prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0), "no_new_privs")
 
 
-def build(spec: dict[str, object]) -> None:
+def build(spec: dict[str, Any]) -> None:
     mount(None, "/", None, MS_REC | MS_PRIVATE)
     new_root = str(spec["new_root"])  # an empty folder of gates' own temp folder
     mount("tmpfs", new_root, "tmpfs", MS_NOSUID | MS_NODEV, "mode=0755")
-    inside = lambda path: new_root + path  # noqa: E731
+
+    def inside(path: str) -> str:
+        return new_root + path
+
     os.makedirs(inside("/proc"))
     mount("proc", inside("/proc"), "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC)
     os.makedirs(inside("/dev"))
     mount("tmpfs", inside("/dev"), "tmpfs", MS_NOSUID, "mode=0755")
     for node in ("null", "zero", "full", "random", "urandom", "tty"):
         _bind(f"/dev/{node}", inside(f"/dev/{node}"), True, device=True)
-    for device in spec["devices"]:  # type: ignore[attr-defined]
+    for device in spec["devices"]:
         _bind(device, inside(device), True, device=True)
     os.makedirs(inside("/dev/shm"))
     mount("tmpfs", inside("/dev/shm"), "tmpfs", MS_NOSUID | MS_NODEV, f"size={spec['shm_bytes']}")
-    for folder in spec["tmpfs"]:  # type: ignore[attr-defined]
+    for folder in spec["tmpfs"]:
         os.makedirs(inside(folder), exist_ok=True)
         mount("tmpfs", inside(folder), "tmpfs", MS_NOSUID | MS_NODEV, "mode=1777")
-    for text, link in spec["symlinks"]:  # type: ignore[attr-defined]
+    for text, link in spec["symlinks"]:
         os.makedirs(os.path.dirname(inside(link)), exist_ok=True)
         os.symlink(text, inside(link))
-    for source, target, writable in spec["binds"]:  # type: ignore[attr-defined]
+    for source, target, writable in spec["binds"]:
         _bind(source, inside(target), writable)
     os.chdir(new_root)
     _check(libc.syscall(SYSCALLS[os.uname().machine]["pivot_root"], b".", b"."), "pivot_root")
@@ -119,7 +123,7 @@ def main() -> int:
     spec = json.loads(sys.argv[1])
     build(spec)
     os.chdir(str(spec["cwd"]))
-    command = [str(part) for part in spec["command"]]  # type: ignore[attr-defined]
+    command = [str(part) for part in spec["command"]]
     child = os.fork()
     if child == 0:
         _drop_capabilities()

@@ -36,7 +36,9 @@ class Request:
     network: bool = False
     env_names: tuple[str, ...] = ()
     inputs: tuple[str, ...] = ()
-    extra_binds: Mapping[Path, Path] | None = None
+    extra_binds: Mapping[Path, Path] | None = None  # more read-only folders: host -> inside
+    output: Path | None = None  # the writable folder on the host (default: a new empty one)
+    fixed_env: Mapping[str, str] | None = None  # values gates sets itself (never the host's)
 
 
 @dataclass(frozen=True)
@@ -92,6 +94,16 @@ def _git_dir(root: Path) -> Path | None:
     return None
 
 
+def killed_by(code: int) -> int | None:
+    """The signal that ended a sandboxed command: its launcher exits 128 + the signal (a
+    command that exits with such a status itself reads the same)."""
+    if code < 0:
+        return -code
+    if 128 < code < 128 + 65:
+        return code - 128
+    return None
+
+
 @contextmanager
 def prepared(found: SandboxSupport, request: Request) -> Iterator[Prepared]:
     """Materialize the commit, make the empty output folder, and give the argv; everything
@@ -101,13 +113,17 @@ def prepared(found: SandboxSupport, request: Request) -> Iterator[Prepared]:
     scratch = Path(tempfile.mkdtemp(prefix="gates-sandbox-"))
     try:
         source = scratch / "source"
-        output = scratch / "output"
-        output.mkdir()
+        output = request.output or scratch / "output"
+        output.mkdir(exist_ok=True)
         made = materialize(request.root, request.commit, request.excluded, source)
         binds, digests = _inputs(request)
         binds |= dict(request.extra_binds or {})
         env = passed_environment(os.environ, request.env_names, request.protocol)
-        inside_cwd = request.cwd if request.cwd.is_relative_to(request.root) else request.root
+        env |= dict(request.fixed_env or {})
+        seen = (request.root, request.output_at)
+        inside_cwd = (
+            request.cwd if any(request.cwd.is_relative_to(p) for p in seen) else request.root
+        )
         view = build_view(
             source=source,
             mount_at=request.root,
