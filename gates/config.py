@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import tomllib
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Literal
 
 from pydantic import (
     BaseModel,
@@ -113,6 +113,10 @@ class SandboxConfig(_Strict):
     )
     inputs: tuple[RelPath, ...] = Field(
         default=(), description="data and weights shown read-only (digests recorded)"
+    )
+    recorded: tuple[Literal["torch", "paddle"], ...] = Field(
+        default=(),
+        description="sides whose runs may be recorded after the fact instead (no sandbox)",
     )
 
 

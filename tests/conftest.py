@@ -200,7 +200,12 @@ def signed_run(
     if dump is not None:
         extra = (f"dump={dump}",)
         config = root / "gates.toml"
-        config.write_text(config.read_text() + f"\n[sandbox]\ninputs = [{json.dumps(str(dump))}]\n")
+        text, entry = config.read_text(), json.dumps(str(dump))
+        if "\n[sandbox]\ninputs = [" in text:
+            text = text.replace("\n[sandbox]\ninputs = [", f"\n[sandbox]\ninputs = [{entry}, ", 1)
+        else:
+            text += f"\n[sandbox]\ninputs = [{entry}]\n"
+        config.write_text(text)
     result = run_gates(
         capsys,
         "-C",
@@ -208,6 +213,7 @@ def signed_run(
         "run",
         "--framework",
         framework,
+        "--clean",  # a re-run replaces what the folder held: outputs are what the run writes
         *(["--probe"] if probe else []),
         "--out",
         str(root / (out or f"results/{framework}")),

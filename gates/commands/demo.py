@@ -145,6 +145,7 @@ def _run(
         out=out,
         outputs=declared,
         profile=PROFILE,
+        clean=True,  # the recorded Paddle run the example ships is replaced, not added to
     )
     lines: list[str] = []
     code = run_command(workspace, request, cwd=workspace.root, echo=lines.append)
