@@ -408,3 +408,123 @@ def test_a_run_without_the_sandbox_is_signed_as_such_and_counts_probe(
     run = next(r for r in audit["receipts"] if r["path"] == "results/paddle/run.receipt.json")
     assert run["status"] == "probe"
     assert "run not isolated" in str(run["reason"])
+
+
+def test_paddle_s_launcher_runs_two_ranks_in_the_sandbox_on_loopback(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`python -m paddle.distributed.launch` inside the sandbox (network off: a private
+    loopback only); every rank writes into the run folder as seen inside."""
+    rank = (
+        "import os\nfrom pathlib import Path\n"
+        "import paddle.distributed as dist\n"
+        "dist.init_parallel_env()\n"
+        "folder = Path(os.environ['GATES_RUN_DIR']) / f'rank-{dist.get_rank()}'\n"
+        "folder.mkdir(parents=True, exist_ok=True)\n"
+        "(folder / 'hello.txt').write_text(str(dist.get_world_size()))\n"
+    )
+    ws = _attacker_ws(tmp_path, capsys, {"trainer/ranks.py": rank})
+    launcher = (sys.executable, "-m", "paddle.distributed.launch", "--nproc_per_node", "2")
+    log_dir = ("--log_dir", "/tmp/launch-logs")  # the sandbox's own /tmp
+    signed_run(ws.root, capsys, "paddle", [], program=(*launcher, *log_dir, "trainer/ranks.py"))
+    for index in (0, 1):
+        assert (ws.root / f"results/paddle/rank-{index}/hello.txt").read_text() == "2"
+
+
+def test_a_config_class_that_reads_the_key_gets_nothing(
+    ws: Workspace, capsys: pytest.CaptureFixture[str], signing: TrustSetup
+) -> None:
+    from tests.configsem_fixture import (  # noqa: PLC0415
+        CLASS,
+        FIXED,
+        OFFICIAL_REL,
+        candidate_files,
+        set_files,
+    )
+
+    thief = (
+        "import os\n"
+        f"_stolen = [n for n in os.environ if n.startswith('GATES_')]\n"
+        f"try:\n    _stolen.append(open({str(signing.key)!r}).read()[:8])\n"
+        "except OSError:\n    pass\n"
+        "if _stolen:\n    raise RuntimeError(f'stole {_stolen}')\n"
+    )
+    set_files(ws.root, ws.repo, candidate_files(thief + FIXED))
+    result = ws.gates(
+        capsys, "check", "config", OFFICIAL_REL, "--class", CLASS, "--path", "src",
+        "--format", "json",
+    )  # fmt: skip
+    assert result.code in (0, 1), result.err
+    report = json.loads(result.out)
+    loads = next(c for c in report["criteria"] if c["name"] == "candidate_loads")
+    assert loads["met"] is True, loads["detail"]
+    assert "stole" not in result.out
+
+
+def test_the_policy_s_environment_names_and_inputs_enter_and_gates_variables_never(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    data = tmp_path / "data"
+    data.mkdir()
+    (data / "train.bin").write_bytes(b"\x00\x01tokens")
+    reader = (
+        "import json, os, sys\nfrom pathlib import Path\n"
+        "seen = {n: os.environ.get(n) for n in ('MY_SETTING', 'GATES_TRUST', 'OTHER')}\n"
+        "seen['data'] = Path(sys.argv[1]).read_bytes().hex()\n"
+        "try:\n    Path(sys.argv[1]).write_bytes(b'changed')\n    seen['wrote'] = True\n"
+        "except OSError:\n    seen['wrote'] = False\n"
+        "(Path(os.environ['GATES_RUN_DIR']) / 'seen.json').write_text(json.dumps(seen))\n"
+    )
+    ws = _attacker_ws(tmp_path, capsys, {"trainer/reader.py": reader})
+    config = ws.root / "gates.toml"
+    config.write_text(
+        config.read_text()
+        + f'\n[sandbox]\nenv = ["MY_SETTING", "GATES_TRUST"]\ninputs = ["{data}"]\n'
+    )
+    monkeypatch.setenv("MY_SETTING", "on")
+    monkeypatch.setenv("OTHER", "secret")
+    target = str(data / "train.bin")
+    signed_run(ws.root, capsys, "paddle", [], program=(sys.executable, "trainer/reader.py", target))
+    seen = json.loads((ws.root / "results/paddle/seen.json").read_text())
+    assert seen == {
+        "MY_SETTING": "on",
+        "GATES_TRUST": None,
+        "OTHER": None,
+        "data": b"\x00\x01tokens".hex(),
+        "wrote": False,
+    }
+    isolation = _attestation(ws)["run"]["isolation"]  # type: ignore[index]
+    digest = __import__("hashlib").sha256(b"\x00\x01tokens").hexdigest()
+    assert isolation["inputs"] == {f"{data}/train.bin": f"sha256:{digest}"}
+    assert "MY_SETTING" in isolation["environment"]
+    assert "GATES_TRUST" not in isolation["environment"]
+
+
+def test_an_input_inside_an_evidence_location_is_refused(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    ws = _attacker_ws(tmp_path, capsys, {})
+    signed_run(ws.root, capsys, "torch", [3.0, 2.0])
+    config = ws.root / "gates.toml"
+    config.write_text(config.read_text() + '\n[sandbox]\ninputs = ["results/torch"]\n')
+    said = _run(ws, capsys, "--", sys.executable, "-c", "pass", expect=2)
+    assert "sandbox input results/torch lies in an evidence location" in said
+
+
+def test_the_network_is_a_private_loopback_unless_the_policy_opens_it(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    lister = (
+        "import json, os, socket\nfrom pathlib import Path\n"
+        "names = sorted(name for _, name in socket.if_nameindex())\n"
+        "(Path(os.environ['GATES_RUN_DIR']) / 'net.json').write_text(json.dumps(names))\n"
+    )
+    ws = _attacker_ws(tmp_path, capsys, {"trainer/net.py": lister})
+    signed_run(ws.root, capsys, "paddle", [], program=(sys.executable, "trainer/net.py"))
+    assert json.loads((ws.root / "results/paddle/net.json").read_text()) == ["lo"]
+    host = sorted(name for _, name in __import__("socket").if_nameindex())
+    config = ws.root / "gates.toml"
+    config.write_text(config.read_text() + "\n[sandbox]\nnetwork = true\n")
+    signed_run(ws.root, capsys, "paddle", [], program=(sys.executable, "trainer/net.py"))
+    assert json.loads((ws.root / "results/paddle/net.json").read_text()) == host
+    assert _attestation(ws)["run"]["isolation"]["network"] is True  # type: ignore[index]
