@@ -13,6 +13,7 @@ Usage: python bench/bench_sandbox.py [--files 5000] [--repeats 5] [--run-repeats
 from __future__ import annotations
 
 import argparse
+import os
 import shutil
 import subprocess
 import sys
@@ -26,6 +27,8 @@ from gates.commands.demo import lay_out
 from gates.commands.freeze import pin
 from gates.sandbox.materialize import materialize
 from gates.workspace import open_workspace
+
+PYTHON = os.path.normpath(sys.executable)  # no "bench/.." in it: the sandbox has no bench/
 
 
 def git(root: Path, *args: str) -> None:
@@ -75,7 +78,7 @@ def gates_run(root: Path, *extra: str) -> float:
     start = time.perf_counter()
     done = subprocess.run(
         [sys.executable, "-m", "gates", "-C", str(root), "run", "--framework", "paddle",
-         "--clean", *extra, "--", sys.executable, "model/train_paddle.py"],
+         "--clean", *extra, "--", PYTHON, "model/train_paddle.py"],
         capture_output=True, text=True, check=False,
     )  # fmt: skip
     elapsed = time.perf_counter() - start

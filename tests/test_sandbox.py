@@ -528,3 +528,19 @@ def test_the_network_is_a_private_loopback_unless_the_policy_opens_it(
     signed_run(ws.root, capsys, "paddle", [], program=(sys.executable, "trainer/net.py"))
     assert json.loads((ws.root / "results/paddle/net.json").read_text()) == host
     assert _attestation(ws)["run"]["isolation"]["network"] is True  # type: ignore[index]
+
+
+def test_a_committed_symlink_cannot_choose_what_a_declared_input_binds(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    ws = _attacker_ws(tmp_path, capsys, {})
+    (ws.root / "data").symlink_to(elsewhere)
+    ws.repo.git.add("data")
+    ws.repo.git.commit("-q", "-m", "data")
+    ws.gates(capsys, "freeze", "pin", "HEAD")
+    config = ws.root / "gates.toml"
+    config.write_text(config.read_text() + '\n[sandbox]\ninputs = ["data"]\n')
+    said = _run(ws, capsys, "--", sys.executable, "-c", "pass", expect=2)
+    assert "sandbox input data leaves the workspace through a symbolic link" in said

@@ -73,6 +73,11 @@ def _inputs(request: Request) -> tuple[dict[Path, Path], dict[str, str]]:
                 f"sandbox input {declared} lies in an evidence location",
                 hint="the sandbox never sees evidence; declare data and weights kept elsewhere",
             )
+        if not absolute and not host.resolve().is_relative_to(request.root.resolve()):
+            raise GatesError(
+                f"sandbox input {declared} leaves the workspace through a symbolic link",
+                hint="declare the real folder by its absolute path in [sandbox] inputs",
+            )
         if not host.exists():
             raise GatesError(
                 f"sandbox input {declared} does not exist ({host})",

@@ -75,7 +75,7 @@ def passed_environment(
         if not name.startswith("GATES_")
         and (name in PASSED_NAMES or name in extra or name.startswith(PASSED_PREFIXES))
     }
-    interpreter = str(Path(sys.executable).parent)
+    interpreter = str(Path(os.path.normpath(sys.executable)).parent)  # no ".." left in it
     env |= {
         "PATH": f"{interpreter}:/usr/local/bin:/usr/bin:/bin",
         "HOME": SANDBOX_HOME,
@@ -145,6 +145,22 @@ def check_hidden(binds: Iterable[Bind], hidden: Mapping[str, Path]) -> None:
                 )
 
 
+def _mount_point(source: Path, relative: Path, is_dir: bool) -> None:
+    """Make ``source/relative`` a real folder (or file) to mount on. A committed symlink on
+    the way is removed from gates' copy, never followed: the mount takes its place."""
+    current = source
+    for index, part in enumerate(relative.parts):
+        current = current / part
+        last = index == len(relative.parts) - 1
+        if current.is_symlink() or (current.exists() and not current.is_dir() and not last):
+            current.unlink()
+        if not current.exists():
+            if last and not is_dir:
+                current.touch()
+            else:
+                current.mkdir()
+
+
 def build_view(
     *,
     source: Path,
@@ -166,13 +182,8 @@ def build_view(
     placed = [Bind(source, mount_at)]
     placed += [Bind(host, inside) for host, inside in inputs.items()]
     placed.append(Bind(output, output_at, writable=True))
-    for bind in placed[1:]:
+    for bind in binds + placed[1:]:  # a Python environment in the workspace (.venv) too
         if mount_at in bind.target.parents:
-            point = source / bind.target.relative_to(mount_at)
-            if bind.source.is_dir():
-                point.mkdir(parents=True, exist_ok=True)
-            else:
-                point.parent.mkdir(parents=True, exist_ok=True)
-                point.touch(exist_ok=True)
+            _mount_point(source, bind.target.relative_to(mount_at), bind.source.is_dir())
     ordered = sorted(binds + placed, key=lambda bind: len(bind.target.parts))
     return View(tuple(ordered), tuple(links), tuple(devices), env, cwd, network)
