@@ -34,6 +34,7 @@ from gates.commands import Echo
 from gates.commands.check import check_determinism, check_loss
 from gates.commands.checkpoint import check as check_checkpoint
 from gates.commands.demo_config import config_step
+from gates.commands.demo_resume import resume_guard_step
 from gates.commands.demo_tensors import probe_step, tensor_step
 from gates.commands.freeze import pin as pin_command
 from gates.commands.run import RunRequest
@@ -322,6 +323,9 @@ def demo(*, keep: bool, echo: Echo) -> int:
             workspace = _state_of_the_pr(root, echo)
             workspace = _clean(workspace, echo)
             _forgery(workspace, echo)
+            resume_guard_step(
+                root, git=_git, profile=PROFILE, can_run_paddle=_can_run("paddle"), echo=echo
+            )
             _rerun(workspace, echo)
             config_step(root, echo=echo)
         echo(_CLOSING)
