@@ -25,6 +25,7 @@ from common import OUT, median_seconds, report
 
 from gates.commands.demo import lay_out
 from gates.commands.freeze import pin
+from gates.sandbox import Request, prepared, support
 from gates.sandbox.materialize import materialize
 from gates.workspace import open_workspace
 
@@ -87,10 +88,32 @@ def gates_run(root: Path, *extra: str) -> float:
     return elapsed
 
 
-def bench_run(scratch: Path, repeats: int) -> dict[str, object]:
-    root = scratch / "glm52-port"
-    lay_out(root)
-    pin(open_workspace(root), "HEAD", echo=lambda _: None)
+def sandboxed_pass(root: Path) -> None:
+    """`python -c pass` in the sandbox on the example: materialize, start, end, clean up."""
+    request = Request(
+        root=root,
+        commit="HEAD",
+        excluded=open_workspace(root).config.evidence.locations,
+        command=[PYTHON, "-c", "pass"],
+        cwd=root,
+        output_at=root / "results/paddle",
+        protocol={},
+    )
+    with prepared(support(), request) as ready:
+        subprocess.run(ready.argv, env=ready.env, check=True)
+
+
+def bench_fixed(root: Path, repeats: int) -> dict[str, object]:
+    plain = median_seconds(lambda: subprocess.run([PYTHON, "-c", "pass"], check=True), repeats)
+    boxed = median_seconds(lambda: sandboxed_pass(root), repeats)
+    return {
+        "python_pass_s": round(plain, 4),
+        "python_pass_sandboxed_s": round(boxed, 4),
+        "sandbox_fixed_cost_s": round(boxed - plain, 4),
+    }
+
+
+def bench_run(root: Path, repeats: int) -> dict[str, object]:
     sandboxed, plain = [], []
     for _ in range(repeats):
         plain.append(gates_run(root, "--no-sandbox"))
@@ -114,7 +137,11 @@ def main() -> None:
     scratch = Path(tempfile.mkdtemp(prefix="gates-bench-sandbox-"))
     try:
         results = bench_materialize(scratch, args.files, args.repeats)
-        results |= bench_run(scratch, args.run_repeats)
+        example = scratch / "glm52-port"
+        lay_out(example)
+        pin(open_workspace(example), "HEAD", echo=lambda _: None)
+        results |= bench_fixed(example, args.repeats)
+        results |= bench_run(example, args.run_repeats)
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
     report(results, args.out)

@@ -544,3 +544,16 @@ def test_a_committed_symlink_cannot_choose_what_a_declared_input_binds(
     config.write_text(config.read_text() + '\n[sandbox]\ninputs = ["data"]\n')
     said = _run(ws, capsys, "--", sys.executable, "-c", "pass", expect=2)
     assert "sandbox input data leaves the workspace through a symbolic link" in said
+
+
+def test_an_export_ignore_attribute_cannot_drop_a_file_from_what_runs(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    ws = _attacker_ws(
+        tmp_path,
+        capsys,
+        {".gitattributes": "paddleformers/glm/config.py export-ignore\n"},
+    )
+    said = _run(ws, capsys, "--", sys.executable, "-c", "pass", expect=2)
+    assert "paddleformers/glm/config.py is in the commit but not in its archive" in said
+    assert "export-ignore" in said

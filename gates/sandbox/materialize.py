@@ -49,10 +49,27 @@ def _extracted(folder: Path) -> set[str]:
     return found
 
 
+def _check_complete(into: Path, commit: str, listing: list[str], excluded: tuple[str, ...]) -> None:
+    """Every file of the commit was extracted (an export-ignore attribute drops files)."""
+    expected = set()
+    for entry in listing:
+        meta, _, name = entry.partition("\t")
+        if name and not meta.startswith("160000 ") and not is_under(name, excluded):
+            expected.add(name)
+    missing = sorted(expected - _extracted(into))
+    if missing:
+        raise GatesError(
+            f"commit {commit[:12]}: {missing[0]} is in the commit but not in its archive "
+            f"({len(missing)} file(s); an export-ignore attribute?)",
+            hint="remove export-ignore from .gitattributes: what runs must be the whole commit",
+        )
+
+
 def materialize(root: Path, commit: str, excluded: tuple[str, ...], into: Path) -> Materialized:
     """Write ``commit``'s files (less ``excluded`` paths) into the empty folder ``into``."""
-    full = _git(root, "rev-parse", "--verify", "--end-of-options", f"{commit}^{{commit}}").strip()
-    tree = _git(root, "rev-parse", "--verify", f"{full}^{{tree}}").strip()
+    if commit.startswith("-"):
+        raise GatesError(f"not a commit: {commit!r}")
+    full, tree = _git(root, "rev-parse", f"{commit}^{{commit}}", f"{commit}^{{tree}}").split()
     into.mkdir(parents=True, exist_ok=True)
     specs = _pathspecs(excluded)
     archive = subprocess.Popen(
@@ -74,16 +91,7 @@ def materialize(root: Path, commit: str, excluded: tuple[str, ...], into: Path) 
         raise GatesError(f"cannot materialize commit {full[:12]}: {why[:300]}")
     if archive.stderr:
         archive.stderr.close()
-    expected = set()
-    for entry in _git(root, "ls-tree", "-r", "-z", tree).split("\0"):
-        meta, _, name = entry.partition("\t")
-        if name and not meta.startswith("160000 ") and not is_under(name, excluded):
-            expected.add(name)
-    missing = sorted(expected - _extracted(into))
-    if missing:
-        raise GatesError(
-            f"commit {full[:12]}: {missing[0]} is in the commit but not in its archive "
-            f"({len(missing)} file(s); an export-ignore attribute?)",
-            hint="remove export-ignore from .gitattributes: what runs must be the whole commit",
-        )
+    listing = _git(root, "ls-tree", "-r", "-z", tree).split("\0")
+    if any(entry.endswith(("/.gitattributes", "\t.gitattributes")) for entry in listing):
+        _check_complete(into, full, listing, excluded)
     return Materialized(into, full, tree)
