@@ -557,3 +557,13 @@ def test_an_export_ignore_attribute_cannot_drop_a_file_from_what_runs(
     said = _run(ws, capsys, "--", sys.executable, "-c", "pass", expect=2)
     assert "paddleformers/glm/config.py is in the commit but not in its archive" in said
     assert "export-ignore" in said
+
+
+def test_an_uncommitted_probe_entry_is_named_not_run(
+    ws: Workspace, capsys: pytest.CaptureFixture[str]
+) -> None:
+    (ws.root / "probes").mkdir()
+    (ws.root / "probes/entry.py").write_text("def build():\n    raise SystemExit('ran')\n")
+    result = ws.gates(capsys, "probe", "consumed", "probes/entry.py:build")
+    assert result.code == 2
+    assert "probes/entry.py: not in the commit under audit (HEAD)" in result.err

@@ -31,6 +31,17 @@ def _sandboxed_probe(
     found = support()
     if found.mechanism is None:
         raise GatesError(f"the probe's entry was not run: no sandbox can start: {found.reason}")
+    committed = subprocess.run(
+        ["git", "-C", str(workspace.root), "cat-file", "-e", f"HEAD:{shown}"],
+        capture_output=True,
+        check=False,
+    )
+    if committed.returncode != 0:
+        raise GatesError(
+            "not in the commit under audit (HEAD): the probe runs the committed entry",
+            file=shown,
+            hint="commit it, then probe again",
+        )
     with tempfile.TemporaryDirectory(prefix="gates-probe-") as tmp:
         folder = Path(tmp)
         request = {
