@@ -16,6 +16,7 @@ import pytest
 
 from gates.audit_index import INDEX_KIND
 from gates.hashing import cache_file
+from gates.worktree import BLOB_TABLE
 from tests.conftest import (
     CPU_PROFILE,
     SOURCE_FILES,
@@ -131,6 +132,7 @@ def test_a_child_writes_neither_audit_index_stat_cache_git_index_refs_nor_trust_
     targets = [
         cache_file(ws.root, INDEX_KIND),
         cache_file(ws.root),
+        cache_file(ws.root, BLOB_TABLE),  # the freeze's blob cache
         ws.root / ".git" / "index",
         ws.root / ".git" / "refs" / "heads" / "main",
         ws.root / ".git" / "HEAD",
