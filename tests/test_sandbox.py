@@ -569,3 +569,36 @@ def test_an_uncommitted_probe_entry_is_named_not_run(
     result = ws.gates(capsys, "probe", "consumed", "probes/entry.py:build")
     assert result.code == 2
     assert "probes/entry.py: not in the commit under audit (HEAD)" in result.err
+
+
+#: A child that tries what a process with capabilities could do to the host.
+ESCAPE = """import json, os, subprocess
+from pathlib import Path
+
+seen = {"caps": [l.split()[1] for l in open("/proc/self/status") if l.startswith("CapEff")][0]}
+for path in ("/proc/sys/kernel/core_pattern", "/usr/lib/gates-sandbox-probe"):
+    try:
+        os.close(os.open(path, os.O_WRONLY | os.O_CREAT, 0o644))
+        seen[path] = "writable"
+    except OSError as exc:
+        seen[path] = exc.strerror
+done = subprocess.run(["mount", "-o", "remount,rw,bind", "/usr"], capture_output=True)
+seen["remount"] = done.returncode
+(Path(os.environ["GATES_RUN_DIR"]) / "escape.json").write_text(json.dumps(seen))
+"""
+
+
+@pytest.mark.parametrize("backend", ["bwrap", "unshare"])
+def test_the_child_has_no_capabilities_and_cannot_remount_or_write_sysctls(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch,
+    backend: str,
+) -> None:  # fmt: skip
+    monkeypatch.setenv("GATES_SANDBOX", backend)
+    ws = _attacker_ws(tmp_path, capsys, {"trainer/escape.py": ESCAPE})
+    signed_run(ws.root, capsys, "paddle", [], program=(sys.executable, "trainer/escape.py"))
+    seen = json.loads((ws.root / "results/paddle/escape.json").read_text())
+    assert int(seen["caps"], 16) == 0
+    assert seen["/proc/sys/kernel/core_pattern"] == "Read-only file system"
+    assert seen["/usr/lib/gates-sandbox-probe"] == "Read-only file system"
+    assert seen["remount"] != 0
+    assert not Path("/usr/lib/gates-sandbox-probe").exists()

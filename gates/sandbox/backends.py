@@ -14,9 +14,11 @@ ENTER = Path(__file__).with_name("enter.py")
 
 def bwrap_argv(executable: str, view: View, command: list[str]) -> list[str]:
     argv = [executable, "--unshare-all", "--die-with-parent", "--new-session", "--clearenv"]
+    argv += ["--cap-drop", "ALL"]  # run by root, bwrap would keep every capability
     if view.network:
         argv.append("--share-net")
-    argv += ["--proc", "/proc", "--dev", "/dev"]
+    # /proc read-only: run by root, bwrap leaves /proc/sys (core_pattern...) writable
+    argv += ["--proc", "/proc", "--remount-ro", "/proc", "--dev", "/dev"]
     argv += ["--size", str(view.shm_bytes), "--tmpfs", "/dev/shm"]  # noqa: S108  (private)
     for folder in view.tmpfs:
         argv += ["--tmpfs", folder]

@@ -95,6 +95,12 @@ def build(spec: dict[str, Any]) -> None:
 
     os.makedirs(inside("/proc"))
     mount("proc", inside("/proc"), "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC)
+    for covered in ("sys", "sysrq-trigger", "irq", "bus"):  # as bwrap does: read-only
+        path = inside(f"/proc/{covered}")
+        if os.path.exists(path):
+            mount(path, path, None, MS_BIND | MS_REC)
+            flags = os.statvfs(path).f_flag & (MS_NOSUID | MS_NODEV | MS_NOEXEC)
+            mount(None, path, None, MS_REMOUNT | MS_BIND | MS_RDONLY | flags)
     os.makedirs(inside("/dev"))
     mount("tmpfs", inside("/dev"), "tmpfs", MS_NOSUID, "mode=0755")
     for node in ("null", "zero", "full", "random", "urandom", "tty"):
