@@ -1,11 +1,14 @@
 """`gates run -- CMD ...`: the gated launch.
 
 Refuses a formal run while the source freeze is blocked (unless --probe),
-launches the entrypoint with the run folder in GATES_RUN_DIR, passes
-SIGINT/SIGTERM on to it, judges the freeze again when it ends, writes the run
-manifest atomically, and stamps a receipt for every output the run left:
-formal only when the freeze passed before and after, the run exited 0 and
-nothing was interrupted. The entrypoint's exit status is passed through.
+refuses a run folder that already holds files (unless --clean), launches the
+entrypoint in the sandbox (gates.sandbox; --no-sandbox: in the workspace) with
+the run folder in GATES_RUN_DIR, passes SIGINT/SIGTERM on to it, moves what it
+created into the run folder once the sandbox is gone, judges the freeze again,
+writes the run manifest atomically, and stamps a receipt for every output the
+run left: formal only when the freeze passed before and after, the run exited
+0 and nothing was interrupted. The key signs only after the sandbox's whole
+process tree has exited. The entrypoint's exit status is passed through.
 """
 
 from __future__ import annotations

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import hashlib
 import os
 import shutil
 import tempfile
@@ -12,6 +11,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from gates.errors import GatesError
+from gates.hashing import StatCache, cache_file
 from gates.paths import is_under
 from gates.receipts.model import RunIsolation
 from gates.sandbox.backends import sandbox_argv
@@ -49,22 +49,22 @@ class Prepared:
     isolation: Isolation
 
 
-def _digests(declared: str, host: Path) -> dict[str, str]:
+def _digests(declared: str, host: Path, cache: StatCache) -> dict[str, str]:
+    """sha256 of every file of an input; unchanged files (same stat) come from gates' own
+    stat cache, so large weights are not read again on every run."""
     files = [host] if host.is_file() else sorted(p for p in host.rglob("*") if p.is_file())
     found = {}
     for path in files:
-        digest = hashlib.sha256()
-        with path.open("rb") as handle:
-            for block in iter(lambda: handle.read(1 << 20), b""):
-                digest.update(block)
+        digest = cache.digest(f"sandbox-input:{path.resolve()}", path, path.stat())
         name = declared if path == host else f"{declared.rstrip('/')}/{path.relative_to(host)}"
-        found[name] = f"sha256:{digest.hexdigest()}"
+        found[name] = f"sha256:{digest.sha256}"
     return found
 
 
 def _inputs(request: Request) -> tuple[dict[Path, Path], dict[str, str]]:
     binds: dict[Path, Path] = {}
     digests: dict[str, str] = {}
+    cache = StatCache(cache_file(request.root))
     for declared in request.inputs:
         absolute = Path(declared).is_absolute()
         host = Path(declared) if absolute else request.root / declared
@@ -85,7 +85,8 @@ def _inputs(request: Request) -> tuple[dict[Path, Path], dict[str, str]]:
                 hint="fix [sandbox] inputs in gates.toml",
             )
         binds[host.resolve()] = host if host.is_absolute() else request.root / declared
-        digests |= _digests(declared, host)
+        digests |= _digests(declared, host, cache)
+    cache.save()
     return binds, digests
 
 
