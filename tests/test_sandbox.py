@@ -602,3 +602,15 @@ def test_the_child_has_no_capabilities_and_cannot_remount_or_write_sysctls(
     assert seen["/usr/lib/gates-sandbox-probe"] == "Read-only file system"
     assert seen["remount"] != 0
     assert not Path("/usr/lib/gates-sandbox-probe").exists()
+
+
+def test_a_declared_output_outside_the_run_folder_is_refused_before_anything_runs(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    ws = _attacker_ws(tmp_path, capsys, {})
+    said = _run(
+        ws, capsys, "--output", "checkpoint=outputs/ckpt", "--", sys.executable, "-c", "pass",
+        expect=2,
+    )  # fmt: skip
+    assert "declared output outputs/ckpt is outside the run folder results/paddle" in said
+    assert not (ws.root / "results/paddle/run.receipt.json").exists()
