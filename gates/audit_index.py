@@ -43,6 +43,7 @@ from gates.receipts.model import (
     Framework,
     Provenance,
     Receipt,
+    RunIsolation,
     RunRecord,
     Subject,
 )
@@ -95,7 +96,12 @@ def judgement_from_data(path: str, data: dict[str, Any]) -> Judgement:
     if provenance["command"] is not None:
         provenance["command"] = tuple(provenance["command"])
     if provenance.get("run") is not None:
-        provenance["run"] = _built(RunRecord, dict(provenance["run"]))
+        run = dict(provenance["run"])
+        if run.get("isolation") is not None:
+            isolation = dict(run["isolation"])
+            isolation["environment"] = tuple(isolation["environment"])
+            run["isolation"] = _built(RunIsolation, isolation)
+        provenance["run"] = _built(RunRecord, run)
     framework = fields["framework"]
     fields["kind"] = ArtifactKind(fields["kind"])
     fields["framework"] = Framework(framework) if framework is not None else None

@@ -8,9 +8,10 @@ from __future__ import annotations
 import posixpath
 import re
 from collections.abc import Mapping
+from dataclasses import dataclass
 
 from gates.receipts.kinds import RUN_OUTPUT_KINDS, ArtifactKind
-from gates.receipts.model import Receipt
+from gates.receipts.model import Receipt, RunRecord
 
 _PYTHON = re.compile(r"python(\d+(\.\d+)*)?")
 
@@ -85,8 +86,37 @@ def profile_problems(run: Receipt) -> list[str]:
     return problems
 
 
-def run_problems(run: Receipt, entrypoints: Entrypoints) -> list[str]:
-    """Why a run attestation cannot back formal evidence (empty when it can)."""
+@dataclass(frozen=True)
+class IsolationPolicy:
+    """``[sandbox]`` as the judge reads it: does a formal run need the sandbox, and which
+    sides' runs may be recorded after the fact (mechanism "recorded") instead."""
+
+    required: bool = False
+    recorded: tuple[str, ...] = ()
+
+
+def isolation_problem(record: RunRecord, framework: str, policy: IsolationPolicy) -> str | None:
+    """Why a run was not isolated as the policy requires (None: it was)."""
+    isolation = record.isolation
+    if not policy.required:
+        return None
+    if isolation is None:
+        return "run not isolated: its attestation has no isolation record (signed before sandboxes)"
+    if isolation.mechanism == "none":
+        return "run not isolated: it ran without the sandbox (gates run --no-sandbox)"
+    if isolation.mechanism == "recorded" and framework not in policy.recorded:
+        return (
+            "run not isolated: recorded after the fact, no sandbox vouched for it "
+            f"([sandbox] recorded does not name {framework})"
+        )
+    return None
+
+
+def run_problems(
+    run: Receipt, entrypoints: Entrypoints, *, isolation: IsolationPolicy | None = None
+) -> list[str]:
+    """Why a run attestation cannot back formal evidence (empty when it can). Where the
+    policy requires isolation ([sandbox] required), a run that had none is one reason."""
     if run.framework is None:
         return ["the run names no framework (gates run --framework ...)"]
     declared = entrypoints.get(run.framework.value)
@@ -107,6 +137,10 @@ def run_problems(run: Receipt, entrypoints: Entrypoints) -> list[str]:
         )
     elif record.exit_status != 0:
         problems.append(f"the run exited with status {record.exit_status}")
+    if record is not None and isolation is not None:
+        unisolated = isolation_problem(record, run.framework.value, isolation)
+        if unisolated is not None:
+            problems.append(unisolated)
     return problems + profile_problems(run)
 
 

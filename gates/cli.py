@@ -744,6 +744,10 @@ def hook_uninstall(state: State, stage: str) -> None:
     metavar="KEY=VALUE",
     help="Parallel profile entry, e.g. tp=2 (repeatable).",
 )
+@click.option(
+    "--no-sandbox", is_flag=True, help="Run in the workspace itself (signed as not isolated)."
+)
+@click.option("--clean", is_flag=True, help="Empty the run folder first (it must be empty).")
 @click.argument("command", nargs=-1, type=click.UNPROCESSED, required=True)
 @pass_state
 def run(
@@ -753,6 +757,8 @@ def run(
     out: str | None,
     outputs: tuple[str, ...],
     profile: tuple[str, ...],
+    no_sandbox: bool,
+    clean: bool,
     command: tuple[str, ...],
 ) -> None:
     """Launch CMD under the source freeze and stamp what it leaves: gates run -- CMD ..."""
@@ -771,6 +777,8 @@ def run(
         out=out,
         outputs=declared,
         profile=_parse_profile(profile),
+        sandbox=not no_sandbox,
+        clean=clean,
     )
     sys.exit(run_command.run(state.workspace(), request, cwd=state.cwd(), echo=_echo))
 

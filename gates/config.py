@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import tomllib
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Literal
 
 from pydantic import (
     BaseModel,
@@ -97,6 +97,29 @@ class PolicyConfig(_Strict):
     ref: GitRef = Field(default="", description="e.g. origin/main, the branch a PR merges into")
 
 
+EnvName = Annotated[str, StringConstraints(pattern=r"^[A-Za-z_][A-Za-z0-9_]*$")]
+
+
+class SandboxConfig(_Strict):
+    """``[sandbox]``: the isolation a formal run needs, and what the sandbox may see
+    (docs/sandbox.md)."""
+
+    required: StrictBool = Field(
+        default=True, description="runs without the sandbox count as probe"
+    )
+    network: StrictBool = Field(default=False, description="share the host's network")
+    env: tuple[EnvName, ...] = Field(
+        default=(), description="more environment variables passed in (never GATES_*)"
+    )
+    inputs: tuple[RelPath, ...] = Field(
+        default=(), description="data and weights shown read-only (digests recorded)"
+    )
+    recorded: tuple[Literal["torch", "paddle"], ...] = Field(
+        default=(),
+        description="sides whose runs may be recorded after the fact instead (no sandbox)",
+    )
+
+
 class GatesConfig(_Strict):
     """The whole of gates.toml."""
 
@@ -105,6 +128,7 @@ class GatesConfig(_Strict):
     contracts: ContractsConfig = ContractsConfig()
     trust: TrustConfig = TrustConfig()
     policy: PolicyConfig = PolicyConfig()
+    sandbox: SandboxConfig = SandboxConfig()
 
     def governance_paths(self) -> tuple[str, ...]:
         """Paths that are never part of the source tree."""
@@ -156,6 +180,7 @@ def _declared_paths(config: GatesConfig) -> list[tuple[str, str]]:
     pairs += [("freeze.exclude", p) for p in config.freeze.exclude]
     if config.trust.path:
         pairs.append(("trust.path", config.trust.path))
+    pairs += [("sandbox.inputs", p) for p in config.sandbox.inputs if not p.startswith("/")]
     return pairs
 
 

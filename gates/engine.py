@@ -21,6 +21,7 @@ from gates.alignment import Alignment, Side, formal_alignment
 from gates.audit_index import INDEX_KIND, AuditIndex
 from gates.binding import (
     Entrypoints,
+    IsolationPolicy,
     declared_scripts,
     is_run,
     needs_run,
@@ -173,7 +174,9 @@ def judge_receipts(
     index.save()
     context.cache.save()
     judgements = _recompute_checks(judgements, workspace.root)
-    settled = settle(judgements, entrypoints or {})
+    sandbox = workspace.config.sandbox
+    isolation = IsolationPolicy(sandbox.required, sandbox.recorded)
+    settled = settle(judgements, entrypoints or {}, isolation=isolation)
     return tuple(sorted(settled, key=lambda j: j.path))
 
 
@@ -213,7 +216,12 @@ def _recompute_checks(judgements: list[Judgement], root: Path) -> list[Judgement
     return settled
 
 
-def settle(judgements: list[Judgement], entrypoints: Entrypoints) -> list[Judgement]:
+def settle(
+    judgements: list[Judgement],
+    entrypoints: Entrypoints,
+    *,
+    isolation: IsolationPolicy | None = None,
+) -> list[Judgement]:
     """Apply the rules that look across receipts until nothing changes.
 
     A receipt derived from others (provenance.inputs) is no better than its
@@ -228,7 +236,7 @@ def settle(judgements: list[Judgement], entrypoints: Entrypoints) -> list[Judgem
             j.receipt.id: j for j in judgements if j.receipt and j.status is not Status.REJECTED
         }
         for index, judgement in enumerate(judgements):
-            downgraded = _downgrade(judgement, accepted, entrypoints)
+            downgraded = _downgrade(judgement, accepted, entrypoints, isolation)
             if downgraded is not None:
                 judgements[index] = downgraded
                 changed = True
@@ -236,7 +244,10 @@ def settle(judgements: list[Judgement], entrypoints: Entrypoints) -> list[Judgem
 
 
 def _downgrade(
-    judgement: Judgement, accepted: dict[str, Judgement], entrypoints: Entrypoints
+    judgement: Judgement,
+    accepted: dict[str, Judgement],
+    entrypoints: Entrypoints,
+    isolation: IsolationPolicy | None = None,
 ) -> Judgement | None:
     receipt = judgement.receipt
     if receipt is None or judgement.status is Status.REJECTED:
@@ -251,21 +262,24 @@ def _downgrade(
     if judgement.status is not Status.FORMAL:
         return None
     sources = [accepted[i] for i in receipt.provenance.inputs]
-    why = _probe_reason(receipt, sources, entrypoints)
+    why = _probe_reason(receipt, sources, entrypoints, isolation)
     if why is None:
         return None
     return Judgement(judgement.path, receipt, Status.PROBE, why, judgement.signer)
 
 
 def _probe_reason(
-    receipt: Receipt, sources: list[Judgement], entrypoints: Entrypoints
+    receipt: Receipt,
+    sources: list[Judgement],
+    entrypoints: Entrypoints,
+    isolation: IsolationPolicy | None = None,
 ) -> str | None:
     """Why a formal receipt counts only as probe once its inputs and binding are known."""
     probe_input = next((s for s in sources if s.status is Status.PROBE), None)
     if probe_input is not None:
         return f"input receipt {probe_input.path} counts as probe"
     if is_run(receipt):
-        problems = run_problems(receipt, entrypoints)
+        problems = run_problems(receipt, entrypoints, isolation=isolation)
         return "run attestation: " + "; ".join(problems) if problems else None
     if needs_run(receipt) and not any(
         s.receipt and is_run(s.receipt) and run_covers(s.receipt, receipt) for s in sources

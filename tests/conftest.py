@@ -4,7 +4,6 @@ and a way to run the real CLI in-process and capture its exit code and output.""
 from __future__ import annotations
 
 import json
-import os
 import re
 import subprocess
 import sys
@@ -101,16 +100,17 @@ from pathlib import Path
 
 folder = Path(os.environ["GATES_RUN_DIR"])
 framework, losses = sys.argv[1], json.loads(sys.argv[2])
-if sys.argv[3:4] and sys.argv[3].startswith("dump="):  # a dump staged by the test, as written
+options = dict(arg.partition("=")[::2] for arg in sys.argv[3:])
+if "dump" in options:  # a dump staged by the test (a declared sandbox input), as written
     import shutil
 
-    shutil.copytree(sys.argv[3][len("dump="):], folder / "tensors")
-elif sys.argv[3:] == ["raw"]:
+    shutil.copytree(options["dump"], folder / "tensors")
+elif "raw" in options:
     lines = [json.dumps({"step": i, "loss": v}) for i, v in enumerate(losses, 1)]
     (folder / "raw_loss.jsonl").write_text("\\n".join(lines) + "\\n")
 else:
     (folder / "loss.json").write_text(json.dumps({"losses": losses}) + "\\n")
-    env = json.loads(os.environ["TEST_RUN_ENV"])
+    env = json.loads(options["env"])
     (folder / "env.json").write_text(json.dumps({"framework": framework, **env}) + "\\n")
 """
 
@@ -190,12 +190,22 @@ def signed_run(
     expect: int = 0,
     dump: Path | None = None,
 ) -> Result:
-    """`gates run` of the workspace's training entrypoint, signed with the CI key."""
+    """`gates run` of the workspace's training entrypoint, signed with the CI key. The run
+    is sandboxed: what it needs comes in its argv (the env.json body) or as a declared input
+    of gates.toml (a staged dump)."""
     command = program or (sys.executable, "trainer/train.py", framework, json.dumps(losses))
-    extra = ("raw",) if raw and not program else ()
+    extra: tuple[str, ...] = () if program else (f"env={json.dumps(RUN_ENV)}",)
+    if raw and not program:
+        extra = ("raw",)
     if dump is not None:
         extra = (f"dump={dump}",)
-    os.environ["TEST_RUN_ENV"] = json.dumps(RUN_ENV)
+        config = root / "gates.toml"
+        text, entry = config.read_text(), json.dumps(str(dump))
+        if "\n[sandbox]\ninputs = [" in text:
+            text = text.replace("\n[sandbox]\ninputs = [", f"\n[sandbox]\ninputs = [{entry}, ", 1)
+        else:
+            text += f"\n[sandbox]\ninputs = [{entry}]\n"
+        config.write_text(text)
     result = run_gates(
         capsys,
         "-C",
@@ -203,6 +213,7 @@ def signed_run(
         "run",
         "--framework",
         framework,
+        "--clean",  # a re-run replaces what the folder held: outputs are what the run writes
         *(["--probe"] if probe else []),
         "--out",
         str(root / (out or f"results/{framework}")),

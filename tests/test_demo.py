@@ -34,6 +34,11 @@ def test_demo_shows_the_blocked_pr_then_what_discharges(capsys: pytest.CaptureFi
     assert "waivers in force: 0" in forgery
     assert "proposed: contracts/mtp.waiver.toml: added" in forgery
     assert "verdict=blocked" in forgery
+    # the resume guard: forged outputs in the run folder are refused by name, and the run in
+    # the emptied folder trains for real (its losses are its own, not torch's)
+    assert "gates run paddle: refused: run folder results/paddle is not empty" in forgery
+    assert "its losses first differ from torch's at step 5" in forgery
+    assert "results/paddle/loss.receipt.json: formal" in forgery
     # the trusted path; the recorded torch run's signature still binds the example's tree
     # (if this fails after editing the example, run examples/glm52-minimal/sign_recorded.py)
     assert "its recorded run, signed where it ran: formal" in after

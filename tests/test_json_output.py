@@ -17,7 +17,7 @@ import pytest
 
 import audit_source_freeze
 from gates.cli import cli
-from tests.conftest import REPO_ROOT, Workspace, write
+from tests.conftest import REPO_ROOT, Workspace, commit_all, write
 from tests.glm_fixture import write_checkpoint
 from tests.lossgen import train_losses, write_loss_json
 from tests.tensorgen import glm_pair, write_dump
@@ -69,6 +69,8 @@ def prepare(ws: Workspace, capsys: pytest.CaptureFixture[str], tmp_path: Path) -
     write_dump(ws.root / "results/paddle", cand)
     example_model = REPO_ROOT / "examples/glm52-minimal/model"
     shutil.copytree(example_model, ws.root / "model", ignore=shutil.ignore_patterns("__pycache__"))
+    commit_all(ws.repo, "the example's model")  # the probe and the config class run committed
+    assert ws.gates(capsys, "freeze", "pin", "HEAD").code == 0
     claims = tmp_path / "pr.md"
     claims.write_text(f"HEAD {ws.pin[:8]}; loss 12.416634559631348; max_diff=1.5\n")
     return claims

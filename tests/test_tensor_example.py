@@ -7,6 +7,7 @@ import json
 import shutil
 from pathlib import Path
 
+import git
 import pytest
 
 from gates.commands.demo import PROFILE
@@ -162,6 +163,7 @@ def test_a_forward_that_is_not_repeatable_says_nothing(
             "    return forward, {'w': w}\n"
         ),
     )
+    commit_all(git.Repo(example), "a noisy entry")  # the probe runs the committed entry
     result = run_gates(
         capsys, "-C", str(example), "probe", "consumed", "model/noisy.py:build", "--format", "json"
     )

@@ -81,6 +81,9 @@ def main() -> int:
                     "endedAt": RECORDED_AT[1],
                     "exitStatus": 0,
                     "signal": None,
+                    # no sandbox vouched for this run: the example's policy accepts a
+                    # recorded torch run by name ([sandbox] recorded in gates.toml)
+                    "isolation": {"mechanism": "recorded", "network": True},
                 },
                 **common,  # type: ignore[arg-type]
             ),

@@ -21,6 +21,7 @@ from gates.commands.outputs import receipt_binding, render_figures, write_checke
 from gates.configsem.check import Candidate, ConfigReport, KeyResult, run_check, shown
 from gates.configsem.envfiles import read_env_files
 from gates.configsem.official import read_official
+from gates.configsem.probe import Tree
 from gates.configsem.table import Table, parse_table
 from gates.contracts.loader import load_contract, load_contracts
 from gates.engine import judge_workspace
@@ -99,7 +100,8 @@ def check_config(
     source = workspace.root / semantics.source if semantics.source else None
     if source is not None and not source.is_dir():
         raise GatesError("not a folder of the workspace", file=semantics.source)
-    candidate = Candidate(class_path, source, semantics.source or "installed")
+    tree = Tree(workspace.root, workspace.config.evidence.locations)
+    candidate = Candidate(class_path, source, semantics.source or "installed", tree)
     report = run_check(
         semantics, loaded, candidate, env=read_env_files(workspace.root, semantics.env)
     )

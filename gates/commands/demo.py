@@ -34,6 +34,7 @@ from gates.commands import Echo
 from gates.commands.check import check_determinism, check_loss
 from gates.commands.checkpoint import check as check_checkpoint
 from gates.commands.demo_config import config_step
+from gates.commands.demo_resume import resume_guard_step
 from gates.commands.demo_tensors import probe_step, tensor_step
 from gates.commands.freeze import pin as pin_command
 from gates.commands.run import RunRequest
@@ -145,6 +146,7 @@ def _run(
         out=out,
         outputs=declared,
         profile=PROFILE,
+        clean=True,  # the recorded Paddle run the example ships is replaced, not added to
     )
     lines: list[str] = []
     code = run_command(workspace, request, cwd=workspace.root, echo=lines.append)
@@ -321,6 +323,9 @@ def demo(*, keep: bool, echo: Echo) -> int:
             workspace = _state_of_the_pr(root, echo)
             workspace = _clean(workspace, echo)
             _forgery(workspace, echo)
+            resume_guard_step(
+                root, git=_git, profile=PROFILE, can_run_paddle=_can_run("paddle"), echo=echo
+            )
             _rerun(workspace, echo)
             config_step(root, echo=echo)
         echo(_CLOSING)

@@ -9,6 +9,7 @@ criterion. Each run is `gates check config`, with its output and receipt.
 from __future__ import annotations
 
 import json
+import subprocess
 from pathlib import Path
 from typing import Any
 
@@ -69,9 +70,23 @@ def config_step(root: Path, *, echo: Echo) -> tuple[int, int]:
     fixed = path.read_text(encoding="utf-8")
     if FIXED_LINES not in fixed:
         raise GatesError("the example's config class changed; update demo_config", file=CLASS_FILE)
+    kept_head = _git(root, "rev-parse", "HEAD").strip()
     write_text_atomic(path, fixed.replace(FIXED_LINES, REVIEWED_LINES))
-    try:
+    try:  # the check runs the committed class (in the sandbox): commit the reviewed one
+        _git(root, "commit", "-q", "-m", "the class as reviewed (P1)", "--", CLASS_FILE)
         reviewed = _run(root, echo, "as reviewed (P1): indexer_rope_interleave parked in a field")
     finally:
+        _git(root, "reset", "-q", "--soft", kept_head)  # HEAD back; the index entry too:
+        _git(root, "reset", "-q", kept_head, "--", CLASS_FILE)
         write_text_atomic(path, fixed)
     return reviewed, _run(root, echo, "fixed: rotary_interleaved carries indexer_rope_interleave")
+
+
+def _git(root: Path, *args: str) -> str:
+    identity = ("-c", "user.name=gates demo", "-c", "user.email=demo@gates.invalid")
+    done = subprocess.run(
+        ["git", *identity, "-C", str(root), *args], capture_output=True, text=True, check=False
+    )
+    if done.returncode != 0:
+        raise GatesError(f"git {args[0]} failed: {done.stderr.strip()}", file=CLASS_FILE)
+    return done.stdout

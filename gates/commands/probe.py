@@ -5,6 +5,9 @@ from __future__ import annotations
 
 import hashlib
 import json
+import subprocess
+import sys
+import tempfile
 from pathlib import Path
 
 from gates import exitcodes
@@ -13,8 +16,64 @@ from gates.commands.outputs import write_checker_output
 from gates.errors import GatesError
 from gates.paths import resolve_inside, to_workspace_relpath
 from gates.receipts.model import ArtifactKind
-from gates.tensors.probe import PROBE_FORMAT, load_entry, probe
+from gates.sandbox import Request as SandboxRequest
+from gates.sandbox import prepared, support
+from gates.tensors.probe import PROBE_FORMAT, Finding
 from gates.workspace import Workspace
+
+WORKER = Path(__file__).resolve().parent.parent / "tensors" / "probe_worker.py"
+
+
+def _sandboxed_probe(
+    workspace: Workspace, path: Path, function: str, shown: str, names: tuple[str, ...]
+) -> tuple[bool, list[Finding]]:
+    """The probe, run in the sandbox on the commit under audit: the entry is PR code."""
+    found = support()
+    if found.mechanism is None:
+        raise GatesError(f"the probe's entry was not run: no sandbox can start: {found.reason}")
+    committed = subprocess.run(
+        ["git", "-C", str(workspace.root), "cat-file", "-e", f"HEAD:{shown}"],
+        capture_output=True,
+        check=False,
+    )
+    if committed.returncode != 0:
+        raise GatesError(
+            "not in the commit under audit (HEAD): the probe runs the committed entry",
+            file=shown,
+            hint="commit it, then probe again",
+        )
+    with tempfile.TemporaryDirectory(prefix="gates-probe-") as tmp:
+        folder = Path(tmp)
+        request = {
+            "path": str(path),
+            "function": function,
+            "shown": shown,
+            "names": list(names),
+            "result": str(folder / "result.json"),
+        }
+        (folder / "request.json").write_text(json.dumps(request), encoding="utf-8")
+        inside = SandboxRequest(
+            root=workspace.root,
+            commit="HEAD",
+            excluded=workspace.config.evidence.locations,
+            command=[sys.executable, "-P", str(WORKER), str(folder / "request.json")],
+            cwd=path.parent,
+            output_at=folder,
+            output=folder,
+            protocol={},
+        )
+        with prepared(found, inside) as ready:
+            done = subprocess.run(ready.argv, env=ready.env, capture_output=True, check=False)
+        result_file = folder / "result.json"
+        if not result_file.is_file():
+            lines = done.stderr.decode("utf-8", "replace").strip().splitlines()
+            why = lines[-1][:300] if lines else f"exit status {done.returncode}"
+            raise GatesError(f"the probe ended without a result: {why}", file=shown)
+        result = json.loads(result_file.read_text(encoding="utf-8"))
+    if "error" in result:
+        raise GatesError(str(result["error"]), file=shown)
+    findings = [Finding(n, bool(c), str(d), tuple(s)) for n, c, d, s in result["findings"]]
+    return bool(result["repeatable"]), findings
 
 
 def consumed(
@@ -35,9 +94,7 @@ def consumed(
     path = resolve_inside(workspace.root, relpath, what="probe entry point")
     if not path.is_file():
         raise GatesError("no such file", file=relpath)
-    forward, tensors = load_entry(path, function, relpath)
-    chosen = names or tuple(sorted(tensors))
-    repeatable, findings = probe(forward, tensors, chosen)
+    repeatable, findings = _sandboxed_probe(workspace, path, function, relpath, names)
     document: dict[str, object] = {
         "format": PROBE_FORMAT,
         "mode": "consumed",

@@ -1,19 +1,25 @@
 """`gates run -- CMD ...`: the gated launch.
 
 Refuses a formal run while the source freeze is blocked (unless --probe),
-launches the entrypoint with the run folder in GATES_RUN_DIR, passes
-SIGINT/SIGTERM on to it, judges the freeze again when it ends, writes the run
-manifest atomically, and stamps a receipt for every output the run left:
-formal only when the freeze passed before and after, the run exited 0 and
-nothing was interrupted. The entrypoint's exit status is passed through.
+refuses a run folder that already holds files (unless --clean), launches the
+entrypoint in the sandbox (gates.sandbox; --no-sandbox: in the workspace) with
+the run folder in GATES_RUN_DIR, passes SIGINT/SIGTERM on to it, moves what it
+created into the run folder once the sandbox is gone, judges the freeze again,
+writes the run manifest atomically, and stamps a receipt for every output the
+run left: formal only when the freeze passed before and after, the run exited
+0 and nothing was interrupted. The key signs only after the sandbox's whole
+process tree has exited. The entrypoint's exit status is passed through.
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
+import shutil
 import signal
 import socket
+import stat
 import subprocess
 import sys
 import time
@@ -34,6 +40,9 @@ from gates.receipts.create import ReceiptRequest, create_receipt
 from gates.receipts.model import ArtifactKind, EvidenceClass, Framework, Receipt
 from gates.recorder import GIT_HEAD, RUN_DIR, RUN_ID, aggregate_ranks
 from gates.runlog import StderrTee
+from gates.sandbox import Isolation, SandboxSupport, killed_by, prepared, support
+from gates.sandbox import Request as SandboxRequest
+from gates.sandbox.view import FRAMEWORK
 from gates.tensors.layout import TENSORS_FOLDER, dump_files
 from gates.trust.keys import SigningKey, key_from_environment
 from gates.workspace import Workspace
@@ -56,6 +65,8 @@ class RunRequest:
     out: str | None
     outputs: list[tuple[ArtifactKind, str]] = field(default_factory=list)
     profile: dict[str, str] = field(default_factory=dict)
+    sandbox: bool = True
+    clean: bool = False
 
 
 def full_profile(given: dict[str, str], device: str) -> dict[str, str]:
@@ -90,11 +101,28 @@ def manifest_profile(profile: dict[str, str]) -> dict[str, object]:
     return typed
 
 
-class _Forwarder:
-    """Passes SIGINT and SIGTERM on to the child and remembers that they came."""
+def _grandchildren(pid: int) -> list[int]:
+    """The processes whose parent's parent is ``pid`` (under a sandbox: the command)."""
+    parents: dict[int, int] = {}
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                stat = (entry / "stat").read_text()
+            except OSError:
+                continue
+            parents[int(entry.name)] = int(stat.rsplit(")", 1)[1].split()[1])
+    children = {p for p, parent in parents.items() if parent == pid}
+    return [p for p, parent in parents.items() if parent in children]
 
-    def __init__(self, child: subprocess.Popen[bytes]) -> None:
+
+class _Forwarder:
+    """Passes SIGINT and SIGTERM on to the child and remembers that they came. Under a
+    sandbox the child is the launcher: the signal goes to the command it started, which may
+    then stop cleanly (the launcher itself would die and take the command with it)."""
+
+    def __init__(self, child: subprocess.Popen[bytes], sandboxed: bool = False) -> None:
         self.child = child
+        self.sandboxed = sandboxed
         self.received: list[str] = []
         self.previous = {
             sig: signal.signal(sig, self._forward) for sig in (signal.SIGINT, signal.SIGTERM)
@@ -103,7 +131,12 @@ class _Forwarder:
     def _forward(self, signum: int, frame: FrameType | None) -> None:
         self.received.append(signal.Signals(signum).name)
         if self.child.poll() is None:
-            self.child.send_signal(signum)
+            targets = _grandchildren(self.child.pid) if self.sandboxed else []
+            for pid in targets:
+                with contextlib.suppress(ProcessLookupError):
+                    os.kill(pid, signum)
+            if not targets:
+                self.child.send_signal(signum)
 
     def restore(self) -> None:
         for sig, handler in self.previous.items():
@@ -205,8 +238,23 @@ def run_log_path(root: Path, run_id: str) -> Path:
     return root / ".gates" / "runs" / f"{run_id}.log"
 
 
+def _signal_name(code: int, sandboxed: bool) -> str | None:
+    number = killed_by(code) if sandboxed else (-code if code < 0 else None)
+    try:
+        return signal.Signals(number).name if number else None
+    except ValueError:
+        return f"signal {number}"
+
+
 def _launch(
-    command: list[str], env: dict[str, str], cwd: Path, run_id: str, *, log: Path, own_code: Path
+    command: list[str],
+    env: dict[str, str],
+    cwd: Path,
+    run_id: str,
+    *,
+    log: Path,
+    own_code: Path,
+    sandboxed: bool = False,
 ) -> Finished:
     """Run the child; its stderr goes to ``log``, and to ours except the warnings raised by
     code outside ``own_code`` (the workspace)."""
@@ -214,7 +262,7 @@ def _launch(
     child = subprocess.Popen(command, env=env, cwd=cwd, stderr=subprocess.PIPE)
     assert child.stderr is not None  # noqa: S101  (stderr=PIPE above)
     tee = StderrTee(child.stderr, log, sys.stderr, own_code)
-    forwarder = _Forwarder(child)
+    forwarder = _Forwarder(child, sandboxed)
     try:
         code = child.wait()
     finally:
@@ -224,7 +272,7 @@ def _launch(
     return Finished(
         run_id=run_id,
         exit_status=code if code >= 0 else 128 - code,
-        signal=signal.Signals(-code).name if code < 0 else None,
+        signal=_signal_name(code, sandboxed),
         interrupted_by=tuple(forwarder.received),
         started=started,
         duration=round(time.time() - started, 3),
@@ -281,6 +329,7 @@ class RunFacts:
     finished: Finished
     profile: dict[str, str]
     environment: dict[str, object]
+    isolation: Isolation
 
 
 def _utc(seconds: float) -> str:
@@ -318,12 +367,142 @@ def _attest_run(
             "endedAt": _utc(finished.started + finished.duration),
             "exitStatus": finished.exit_status,
             "signal": finished.signal,
+            "isolation": facts.isolation.model_dump(mode="json", by_alias=True),
         },
     )
     receipt, _ = create_receipt(
         workspace, attestation, cache=cache, freeze=freeze, signing_key=signing_key
     )
     return receipt
+
+
+def _empty_run_folder(relpath: str, folder: Path, *, clean: bool) -> None:
+    """A run's outputs are exactly the files it writes: a run folder that already holds
+    files (a previous run's, or files committed in the PR) is refused, or emptied with
+    --clean, before anything runs."""
+    present = sorted(entry.name for entry in folder.iterdir())
+    if not present:
+        return
+    if not clean:
+        shown = ", ".join(f"{relpath}/{name}" for name in present[:3])
+        more = f" and {len(present) - 3} more" if len(present) > 3 else ""
+        raise GatesError(
+            f"run folder {relpath} is not empty ({shown}{more}): a run vouches only for the "
+            "files it writes",
+            hint="pass --clean to empty it first, or choose another folder with --out",
+        )
+    for name in present:
+        path = folder / name
+        if path.is_dir() and not path.is_symlink():
+            shutil.rmtree(path)
+        else:
+            path.unlink()
+
+
+def _outputs_inside(root: Path, relpath: str, request: RunRequest, cwd: Path) -> None:
+    for _, given in request.outputs:
+        target = to_workspace_relpath(root, given, cwd)
+        if not is_under(target, [relpath]):
+            raise GatesError(
+                f"declared output {target} is outside the run folder {relpath}: the sandbox's "
+                "only writable folder is the run folder",
+                hint=f"write it under {relpath}, or pass --no-sandbox for a probe run",
+            )
+
+
+def _collect(output: Path, folder: Path, relpath: str) -> None:
+    """Move what the run created into the run folder: regular files and folders only."""
+    for base, dirs, files in os.walk(output):
+        for name in dirs + files:
+            path = Path(base) / name
+            info = path.lstat()
+            shown = f"{relpath}/{path.relative_to(output).as_posix()}"
+            if stat.S_ISLNK(info.st_mode):
+                why = "a symbolic link"
+            elif stat.S_ISREG(info.st_mode) and info.st_nlink > 1:
+                why = "a hard link"
+            elif not (stat.S_ISREG(info.st_mode) or stat.S_ISDIR(info.st_mode)):
+                why = "not a regular file"
+            else:
+                continue
+            raise GatesError(
+                f"the run left {shown}, {why}: nothing of this run is signed",
+                hint="write outputs as regular files",
+            )
+    for entry in sorted(output.iterdir()):
+        shutil.move(str(entry), str(folder / entry.name))
+
+
+def _sandboxed_launch(
+    workspace: Workspace,
+    request: RunRequest,
+    found: SandboxSupport,
+    *,
+    place: tuple[str, Path, Path],
+    protocol: dict[str, str],
+    log: Path,
+) -> tuple[Finished, Isolation]:
+    relpath, folder, cwd = place
+    root = workspace.root
+    settings = workspace.config.sandbox
+    sandbox_request = SandboxRequest(
+        root=root,
+        commit=protocol[GIT_HEAD],
+        excluded=workspace.config.evidence.locations,
+        command=request.command,
+        cwd=cwd,
+        output_at=folder,
+        protocol=protocol,
+        network=settings.network,
+        env_names=settings.env,
+        inputs=settings.inputs,
+    )
+    with prepared(found, sandbox_request) as ready:
+        finished = _launch(
+            ready.argv,
+            ready.env,
+            ready.output.parent,
+            protocol[RUN_ID],
+            log=log,
+            own_code=root,
+            sandboxed=True,
+        )
+        _collect(ready.output, folder, relpath)
+    return finished, ready.isolation
+
+
+def _launch_either(
+    workspace: Workspace,
+    request: RunRequest,
+    found: SandboxSupport | None,
+    *,
+    place: tuple[str, Path, Path],
+    protocol: dict[str, str],
+    log: Path,
+) -> tuple[Finished, Isolation]:
+    """The run in the sandbox, or (--no-sandbox) in the workspace with gates' environment."""
+    if found is not None:
+        return _sandboxed_launch(workspace, request, found, place=place, protocol=protocol, log=log)
+    child_env = {**os.environ, **protocol}
+    root, cwd = workspace.root, place[2]
+    finished = _launch(request.command, child_env, cwd, protocol[RUN_ID], log=log, own_code=root)
+    names = tuple(sorted(child_env))
+    isolation = Isolation(
+        mechanism="none", network=True, commit=protocol[GIT_HEAD], environment=names
+    )
+    return finished, isolation
+
+
+def _sandbox(request: RunRequest, before: FreezeReport) -> SandboxSupport | None:
+    """The sandbox to run in (None: --no-sandbox); one that cannot start stops the run."""
+    if not request.sandbox:
+        return None
+    found = support()
+    if found.mechanism is None:
+        raise GatesError(f"cannot start a sandbox, nothing was run or signed: {found.reason}")
+    if not before.head:
+        raise GatesError("nothing is committed: the sandbox runs the commit under audit")
+    return found
 
 
 def run(workspace: Workspace, request: RunRequest, *, cwd: Path, echo: Echo) -> int:
@@ -335,7 +514,11 @@ def run(workspace: Workspace, request: RunRequest, *, cwd: Path, echo: Echo) -> 
     before = evaluate_freeze(root, workspace.config)
     if before.verdict != "pass" and not request.probe:
         return _refuse(before)
+    sandbox = _sandbox(request, before)
     relpath, folder = _out_folder(workspace, request, cwd)
+    if sandbox is not None:
+        _outputs_inside(root, relpath, request, cwd)
+    _empty_run_folder(relpath, folder, clean=request.clean)
     framework = request.framework.value if request.framework else None
     stamp = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime())
     run_id = f"{framework or 'run'}-{stamp}-{os.getpid()}"
@@ -344,9 +527,12 @@ def run(workspace: Workspace, request: RunRequest, *, cwd: Path, echo: Echo) -> 
     device = "cpu" if environment.get("device_name") in (None, "cpu") else "cuda"
     profile = full_profile(request.profile, device)
     typed_profile = manifest_profile(profile)
-    child_env = {**os.environ, RUN_DIR: str(folder), RUN_ID: run_id, GIT_HEAD: before.head or ""}
+    protocol = {RUN_DIR: str(folder), RUN_ID: run_id, GIT_HEAD: before.head or ""}
+    protocol[FRAMEWORK] = framework or ""
     preloading = signing_key.preload() if signing_key else None
-    finished = _launch(request.command, child_env, cwd, run_id, log=log, own_code=root)
+    finished, isolation = _launch_either(
+        workspace, request, sandbox, place=(relpath, folder, cwd), protocol=protocol, log=log
+    )
     if preloading is not None:
         preloading.join()
     after = evaluate_freeze(root, workspace.config)
@@ -354,6 +540,8 @@ def run(workspace: Workspace, request: RunRequest, *, cwd: Path, echo: Echo) -> 
         request, before, after, finished.exit_status, list(finished.interrupted_by)
     )
     reasons += tuple(aggregate_ranks(folder)[1])
+    if sandbox is None and workspace.config.sandbox.required:
+        reasons += ("run not isolated: --no-sandbox, and the policy requires the sandbox",)
     found, missing = _stamps(root, folder, request, cwd)
     manifest = _manifest(request, finished, typed_profile, (before, after), reasons)
     manifest["outputs_missing"] = missing
@@ -370,7 +558,12 @@ def run(workspace: Workspace, request: RunRequest, *, cwd: Path, echo: Echo) -> 
         workspace,
         request,
         facts=RunFacts(
-            relpath, to_workspace_relpath(root, ".", cwd), finished, profile, environment
+            relpath,
+            to_workspace_relpath(root, ".", cwd),
+            finished,
+            profile,
+            environment,
+            isolation,
         ),
         outputs=[file for _, files, _ in found for file in files],
         reasons=reasons,

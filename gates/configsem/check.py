@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from gates.configsem.official import OfficialConfig
-from gates.configsem.probe import ProbeResult, run_probe
+from gates.configsem.probe import ProbeResult, Tree, run_probe
 from gates.configsem.reads import Read, SourceIndex
 from gates.configsem.table import Table, covering_row, leaf_keys, lookup
 from gates.contracts.model import Criterion
@@ -38,6 +38,7 @@ class Candidate:
     class_path: str
     import_from: Path | None  # a source tree folder, or None for an installed package
     label: str  # how the source is named in reports (workspace path or "installed")
+    tree: Tree  # the workspace whose commit the sandbox shows
 
 
 @dataclass
@@ -201,6 +202,7 @@ def run_check(
         table.attributes(),
         import_from=candidate.import_from,
         timeout_s=table.timeout_s,
+        tree=candidate.tree,
     )
     scan.join()
     reads = _reads_with_aliases(scan, probe)

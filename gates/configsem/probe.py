@@ -1,8 +1,11 @@
-"""Loading the official config with the candidate class, in a subprocess with a timeout.
+"""Loading the official config with the candidate class, in the sandbox with a timeout.
 
-The candidate's code never runs in this process. The subprocess gets a fresh
-sandbox folder (its cwd, HOME and TMPDIR), writes no bytecode into the tree
-under audit, and reports through a result file; its stdout should stay empty.
+The candidate's code never runs in this process, nor outside the sandbox
+(gates.sandbox): the worker sees the commit under audit materialized from git's
+objects at the workspace's path, and one writable folder of its own (its cwd and
+the result file); it reports through the result file; its stdout should stay
+empty. Where no sandbox can start, the class is not loaded and the reason is
+the failure.
 """
 
 from __future__ import annotations
@@ -17,6 +20,10 @@ import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+
+from gates.errors import GatesError
+from gates.sandbox import Request as SandboxRequest
+from gates.sandbox import killed_by, prepared, support
 
 WORKER = Path(__file__).with_name("worker.py")
 _STAGES = {"import": "import", "load": "loading the official config"}
@@ -46,6 +53,14 @@ def _kill(process: subprocess.Popen[bytes]) -> None:
     process.communicate()  # reaps it and closes its pipes
 
 
+@dataclass(frozen=True)
+class Tree:
+    """The workspace whose HEAD commit the sandbox shows, less its evidence locations."""
+
+    root: Path
+    excluded: tuple[str, ...]
+
+
 def run_probe(
     class_path: str,
     official_raw: bytes,
@@ -53,8 +68,12 @@ def run_probe(
     *,
     import_from: Path | None,
     timeout_s: float,
+    tree: Tree,
 ) -> ProbeResult:
-    """Import ``module:Class`` in a subprocess, load the official config, and round-trip it."""
+    """Import ``module:Class`` in the sandbox, load the official config, and round-trip it."""
+    found = support()
+    if found.mechanism is None:
+        return ProbeResult(f"{class_path} was not loaded: no sandbox can start: {found.reason}")
     with tempfile.TemporaryDirectory(prefix="gates-config-") as tmp:
         sandbox = Path(tmp)
         for folder in ("official", "out", "work", "home", "tmp"):
@@ -69,34 +88,48 @@ def run_probe(
             "result": str(result_path),
         }
         (sandbox / "request.json").write_text(json.dumps(request), encoding="utf-8")
-        env = {
-            **os.environ,
+        fixed = {
             "HOME": str(sandbox / "home"),
             "TMPDIR": str(sandbox / "tmp"),
-            "PYTHONDONTWRITEBYTECODE": "1",
             "PYTHONIOENCODING": "utf-8",
         }
-        env.pop("PYTHONPATH", None)
-        process = subprocess.Popen(
-            [sys.executable, "-P", str(WORKER), str(sandbox / "request.json")],
+        request_in = SandboxRequest(
+            root=tree.root,
+            commit="HEAD",
+            excluded=tree.excluded,
+            command=[sys.executable, "-P", str(WORKER), str(sandbox / "request.json")],
             cwd=sandbox / "work",
-            env=env,
-            stdin=subprocess.DEVNULL,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            start_new_session=True,
+            output_at=sandbox,
+            output=sandbox,
+            protocol={},
+            fixed_env=fixed,
         )
         try:
-            out, err = process.communicate(timeout=timeout_s)
-        except subprocess.TimeoutExpired:
-            _kill(process)
-            return ProbeResult(f"{class_path} did not load within {timeout_s:g} s (hung; killed)")
+            with prepared(found, request_in) as ready:
+                process = subprocess.Popen(
+                    ready.argv,
+                    env=ready.env,
+                    stdin=subprocess.DEVNULL,
+                    stdout=subprocess.PIPE,
+                    stderr=subprocess.PIPE,
+                    start_new_session=True,
+                )
+                try:
+                    out, err = process.communicate(timeout=timeout_s)
+                except subprocess.TimeoutExpired:
+                    _kill(process)
+                    return ProbeResult(
+                        f"{class_path} did not load within {timeout_s:g} s (hung; killed)"
+                    )
+        except GatesError as exc:
+            return ProbeResult(f"{class_path} was not loaded: {exc.one_line()}")
         stdout = out.decode("utf-8", "replace")
         stderr = err.decode("utf-8", "replace")
         if not result_path.is_file():
             why = _last_line(stderr) or "no output"
             code = process.returncode
-            ended = f"was killed by signal {-code}" if code < 0 else f"ended with exit code {code}"
+            sig = killed_by(code)
+            ended = f"was killed by signal {sig}" if sig else f"ended with exit code {code}"
             return ProbeResult(
                 f"{class_path}: the loading process {ended} and no result: {why}", stdout
             )

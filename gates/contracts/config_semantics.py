@@ -13,6 +13,7 @@ from typing import Any
 from gates.configsem.check import Candidate, env_agreement, run_check
 from gates.configsem.envfiles import read_env_files
 from gates.configsem.official import read_official
+from gates.configsem.probe import Tree
 from gates.configsem.table import parse_table
 from gates.contracts.model import Criterion, EvaluationContext, EvaluationError
 from gates.errors import GatesError
@@ -53,6 +54,7 @@ def evaluate(context: EvaluationContext, raw: dict[str, Any]) -> list[Criterion]
             *(Criterion(name, False, unusable) for name in _AFTER_OFFICIAL),
             env_agreement(table, None, read_env_files(root, table.env)),
         ]
-    candidate = Candidate(table.class_path, source, table.source or "installed")
+    tree = Tree(root, context.workspace.config.evidence.locations)
+    candidate = Candidate(table.class_path, source, table.source or "installed", tree)
     env = read_env_files(root, table.env)
     return list(run_check(table, official, candidate, env=env).criteria)

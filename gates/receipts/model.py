@@ -65,6 +65,22 @@ class Subject(_Envelope):
 Timestamp = Annotated[str, StringConstraints(pattern=r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ$")]
 
 
+IsolationMechanism = Literal["bwrap", "unshare", "none", "recorded"]
+
+
+class RunIsolation(_Envelope):
+    """How a run was isolated (docs/sandbox.md): "none" for `gates run --no-sandbox`,
+    "recorded" for a run signed after the fact (no sandbox vouched for it)."""
+
+    mechanism: IsolationMechanism
+    version: str = ""
+    network: StrictBool = False
+    commit: str = ""
+    tree: str = ""
+    environment: tuple[str, ...] = ()
+    inputs: dict[str, str] = Field(default_factory=dict)
+
+
 class RunRecord(_Envelope):
     """What `gates run` saw of a launch (only in run attestations)."""
 
@@ -73,6 +89,7 @@ class RunRecord(_Envelope):
     ended_at: Timestamp
     exit_status: JsonInt
     signal: str | None
+    isolation: RunIsolation | None = None
 
 
 class Signature(_Envelope):
