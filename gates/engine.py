@@ -41,7 +41,7 @@ from gates.contracts.model import (
 from gates.contracts.registry import FREEZE_CHECK, MODULES, evaluator
 from gates.derive import loss_check_problem
 from gates.evidence import Evidence
-from gates.freeze import FreezeReport, SourceTree, evaluate_freeze
+from gates.freeze import FreezeReport, entrypoint_script_problems, evaluate_freeze
 from gates.hashing import StatCache, cache_file
 from gates.policy import Policy, policy_of
 from gates.receipts.model import RECEIPT_SUFFIX, Receipt
@@ -289,22 +289,19 @@ def entrypoints_of(
         params = results_contract.parse_params(spec.params)
     except EvaluationError:
         return {}, []
-    tree = SourceTree(workspace.config)
     found: dict[str, tuple[str, ...]] = {}
     problems = []
     for side, framework, declared in (
         ("reference", params.reference_framework, params.reference_entrypoint),
         ("candidate", params.candidate_framework, params.candidate_entrypoint),
     ):
-        outside = [
-            script
-            for script in declared_scripts(declared)
-            if not tree.contains(script) or not (workspace.root / script).is_file()
-        ]
+        outside = entrypoint_script_problems(
+            workspace.root, workspace.config, declared_scripts(declared)
+        )
         if outside:
             problems.append(
-                f"{side}_entrypoint names {', '.join(outside)}, which is not a file of the "
-                "pinned source tree: nothing of that side can be formal"
+                f"{side}_entrypoint: {'; '.join(outside.values())}: nothing of that side can "
+                "be formal"
             )
         elif declared:
             found[framework.value] = declared
