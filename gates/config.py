@@ -97,6 +97,19 @@ class PolicyConfig(_Strict):
     ref: GitRef = Field(default="", description="e.g. origin/main, the branch a PR merges into")
 
 
+class SidesConfig(_Strict):
+    """``[sides]``: which paths of the source tree are each side's code (paths or globs);
+    the rest of the source tree is shared. Reference evidence counts formal only while
+    its side's code and the shared code equal the policy ref's (docs/trust.md)."""
+
+    reference: tuple[RelPath, ...] = Field(
+        default=(), description="the reference's code, e.g. model/train_torch.py"
+    )
+    candidate: tuple[RelPath, ...] = Field(
+        default=(), description="the candidate's code, e.g. model/train_paddle.py"
+    )
+
+
 class GatesConfig(_Strict):
     """The whole of gates.toml."""
 
@@ -105,6 +118,7 @@ class GatesConfig(_Strict):
     contracts: ContractsConfig = ContractsConfig()
     trust: TrustConfig = TrustConfig()
     policy: PolicyConfig = PolicyConfig()
+    sides: SidesConfig = SidesConfig()
 
     def governance_paths(self) -> tuple[str, ...]:
         """Paths that are never part of the source tree."""
@@ -156,6 +170,8 @@ def _declared_paths(config: GatesConfig) -> list[tuple[str, str]]:
     pairs += [("freeze.exclude", p) for p in config.freeze.exclude]
     if config.trust.path:
         pairs.append(("trust.path", config.trust.path))
+    pairs += [("sides.reference", p.rstrip("/")) for p in config.sides.reference]
+    pairs += [("sides.candidate", p.rstrip("/")) for p in config.sides.candidate]
     return pairs
 
 

@@ -41,11 +41,17 @@ from gates.contracts.model import (
 from gates.contracts.registry import FREEZE_CHECK, MODULES, evaluator
 from gates.derive import loss_check_problem
 from gates.evidence import Evidence
-from gates.freeze import FreezeReport, entrypoint_script_problems, evaluate_freeze
+from gates.freeze import (
+    FreezeReport,
+    SourceTree,
+    entrypoint_script_problems,
+    evaluate_freeze,
+)
 from gates.hashing import StatCache, cache_file
 from gates.policy import Policy, policy_of
 from gates.receipts.model import RECEIPT_SUFFIX, Receipt
 from gates.receipts.verify import Judgement, JudgingContext, Status, judge
+from gates.sides import CodeJudge, SideName, SidePaths
 from gates.waivers import LoadedWaiver, today
 from gates.workspace import Workspace, roots_of
 
@@ -151,7 +157,10 @@ def judging_context(
 
 
 def judge_receipts(
-    workspace: Workspace, context: JudgingContext, entrypoints: Entrypoints | None = None
+    workspace: Workspace,
+    context: JudgingContext,
+    entrypoints: Entrypoints | None = None,
+    code: CodeJudge | None = None,
 ) -> tuple[Judgement, ...]:
     """Every receipt under the evidence locations, re-judged now, sorted by path.
 
@@ -173,8 +182,48 @@ def judge_receipts(
     index.save()
     context.cache.save()
     judgements = _recompute_checks(judgements, workspace.root)
+    if code is not None:
+        judgements = [code_in_force(judgement, code) for judgement in judgements]
     settled = settle(judgements, entrypoints or {})
     return tuple(sorted(settled, key=lambda j: j.path))
+
+
+def code_in_force(judgement: Judgement, code: CodeJudge) -> Judgement:
+    """A formal receipt whose side's code is not the code in force counts as probe."""
+    if judgement.status is not Status.FORMAL or judgement.receipt is None:
+        return judgement
+    problem = code.problem(judgement.receipt)
+    if problem is None:
+        return judgement
+    return Judgement(judgement.path, judgement.receipt, Status.PROBE, problem, judgement.signer)
+
+
+def code_judge(
+    workspace: Workspace, freeze: FreezeReport, spec: ContractSpec | None, policy: Policy
+) -> CodeJudge:
+    """Judges each side's evidence by its side's code (gates/sides.py), with the sides'
+    frameworks from the results contract in force."""
+    frameworks: dict[str, SideName] = {"torch": "reference", "paddle": "candidate"}
+    if spec is not None:
+        try:
+            params = results_contract.parse_params(spec.params)
+            frameworks = {
+                params.reference_framework.value: "reference",
+                params.candidate_framework.value: "candidate",
+            }
+        except EvaluationError:
+            pass
+    sides = workspace.config.sides
+    return CodeJudge(
+        workspace.root,
+        SourceTree(workspace.config),
+        SidePaths(sides.reference, sides.candidate),
+        freeze.pin,
+        frameworks,
+        policy_commit=policy.commit if policy.protected else None,
+        policy_name=policy.ref or "",
+        pin_source_tree=freeze.pin_source_tree,
+    )
 
 
 def index_fingerprint(workspace: Workspace, context: JudgingContext) -> str:
@@ -415,7 +464,8 @@ def judge_workspace(
     loaded, file_errors = policy.contracts()
     entrypoints, _ = entrypoints_of(results_spec(loaded), workspace)
     context = judging_context(workspace, freeze, loaded, policy)
-    receipts = judge_receipts(workspace, context, entrypoints)
+    code = code_judge(workspace, freeze, results_spec(loaded), policy)
+    receipts = judge_receipts(workspace, context, entrypoints, code)
     return WorkspaceState(workspace, freeze, loaded, file_errors, receipts, policy)
 
 
