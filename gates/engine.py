@@ -39,6 +39,7 @@ from gates.contracts.model import (
     discharge_status,
 )
 from gates.contracts.registry import FREEZE_CHECK, MODULES, evaluator
+from gates.crosscheck import capture_problem
 from gates.derive import loss_check_problem
 from gates.evidence import Evidence
 from gates.freeze import (
@@ -182,10 +183,44 @@ def judge_receipts(
     index.save()
     context.cache.save()
     judgements = _recompute_checks(judgements, workspace.root)
+    judgements = _cross_check(judgements, workspace.root)
     if code is not None:
         judgements = [code_in_force(judgement, code) for judgement in judgements]
     settled = settle(judgements, entrypoints or {})
     return tuple(sorted(settled, key=lambda j: j.path))
+
+
+def _cross_check(judgements: list[Judgement], root: Path) -> list[Judgement]:
+    """Reject every env capture or manifest that disagrees with the run that bound it, and
+    count that run (so every output it bound) as probe."""
+    runs = {
+        j.receipt.id: j.receipt
+        for j in judgements
+        if j.receipt and is_run(j.receipt) and j.status is not Status.REJECTED
+    }
+    problems: dict[str, str] = {}
+    doubted: dict[str, str] = {}
+    for judgement in judgements:
+        receipt = judgement.receipt
+        if receipt is None or judgement.status is Status.REJECTED:
+            continue
+        bound_by = [runs[i] for i in receipt.provenance.inputs if i in runs]
+        problem = capture_problem(root, receipt, bound_by[0]) if bound_by else None
+        if problem:
+            problems[judgement.path] = problem
+            doubted.setdefault(bound_by[0].id, problem)
+    checked = []
+    for judgement in judgements:
+        receipt = judgement.receipt
+        if receipt and judgement.path in problems:
+            status, reason = Status.REJECTED, problems[judgement.path]
+        elif receipt and receipt.id in doubted and judgement.status is Status.FORMAL:
+            status, reason = Status.PROBE, f"run attestation: its capture {doubted[receipt.id]}"
+        else:
+            checked.append(judgement)
+            continue
+        checked.append(Judgement(judgement.path, receipt, status, reason, judgement.signer))
+    return checked
 
 
 def code_in_force(judgement: Judgement, code: CodeJudge) -> Judgement:

@@ -318,6 +318,7 @@ def _attest_run(
             "endedAt": _utc(finished.started + finished.duration),
             "exitStatus": finished.exit_status,
             "signal": finished.signal,
+            "runId": finished.run_id,
         },
     )
     receipt, _ = create_receipt(

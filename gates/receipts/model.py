@@ -73,6 +73,7 @@ class RunRecord(_Envelope):
     ended_at: Timestamp
     exit_status: JsonInt
     signal: str | None
+    run_id: str | None = None  # the id gates gave the run (GATES_RUN_ID, manifest run_id)
 
 
 class Signature(_Envelope):
