@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import Literal
 
 from gates import git
+from gates.errors import GitError
 from gates.freeze import SourceTree
 from gates.receipts.model import Receipt
 
@@ -87,11 +88,16 @@ class CodeJudge:
     policy_name: str = ""
     pin_source_tree: str | None = None
     _trees: dict[str, dict[str, git.TreeEntry] | None] = field(default_factory=dict)
+    _answers: dict[tuple[str | None, SideName | None, str | None], str | None] = field(
+        default_factory=dict
+    )
 
     def _entries(self, commit: str) -> dict[str, git.TreeEntry] | None:
         if commit not in self._trees:
-            known = git.describe_objects(self.root, [f"{commit}^{{commit}}"])[0].sha
-            self._trees[commit] = git.list_tree(self.root, known) if known else None
+            try:
+                self._trees[commit] = git.list_tree(self.root, f"{commit}^{{commit}}")
+            except GitError:  # not in this clone
+                self._trees[commit] = None
         return self._trees[commit]
 
     def _differing(
@@ -100,17 +106,25 @@ class CodeJudge:
         second: dict[str, git.TreeEntry],
         side: SideName | None,
     ) -> list[str]:
+        if first is second:
+            return []
+        changed = {path for path, entry in first.items() if second.get(path) != entry}
+        changed |= second.keys() - first.keys()
         return [
             path
-            for path in set(first) | set(second)
-            if self.tree.contains(path)
-            and self.sides.is_code_of(side, path)
-            and first.get(path) != second.get(path)
+            for path in changed
+            if self.tree.contains(path) and self.sides.is_code_of(side, path)
         ]
 
     def problem(self, receipt: Receipt) -> str | None:
         framework = receipt.framework.value if receipt.framework else None
         side = self.frameworks.get(framework) if framework else None
+        key = (run_commit(receipt), side, receipt.provenance.source_tree)
+        if key not in self._answers:  # one answer per commit and side: runs share them
+            self._answers[key] = self._problem(receipt, side)
+        return self._answers[key]
+
+    def _problem(self, receipt: Receipt, side: SideName | None) -> str | None:
         trees = self._trees_of(receipt)
         if isinstance(trees, str):
             return trees
