@@ -570,8 +570,9 @@ def entrypoint_script_problems(
     tree = SourceTree(config)
     revision = config.freeze.pin or "HEAD"
     listed: dict[str, git.TreeEntry] = {}
-    if scripts and git.describe_objects(root, [f"{revision}^{{commit}}"])[0].sha is not None:
-        out = git.run_git(root, "ls-tree", "-z", "--full-tree", revision, "--", *scripts)
+    commit = git.describe_objects(root, [f"{revision}^{{commit}}"])[0].sha if scripts else None
+    if commit is not None:
+        out = git.run_git(root, "ls-tree", "-z", "--full-tree", commit, "--", *scripts)
         for record in out.split(b"\0"):
             meta, _, path = record.partition(b"\t")
             if record:
