@@ -108,3 +108,33 @@ def test_an_honest_capture_passes_the_cross_checks(
     report = _audit(ws, capsys)
     assert _receipts(report)["results/paddle/env.receipt.json"]["status"] == "formal"
     assert report["formal_alignment_steps"] == 100
+
+
+RANK_MANIFEST = """
+rank = folder / "rank-0"
+rank.mkdir(exist_ok=True)
+(rank / "env.json").write_text(json.dumps({"framework": framework, **env}) + "\\n")
+(rank / "manifest.json").write_text(json.dumps({"format": "gates.run-manifest/v1",
+    "run_id": "paddle-19990101T000000Z-1", "framework": framework}) + "\\n")
+"""
+
+
+def test_a_rank_manifest_naming_another_run_is_rejected(
+    ws: Workspace, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A launcher's rank folder is the run's own writing: its manifest, bound by the run
+    attestation, claims a run id the attestation did not give."""
+    declare_entrypoints(ws.root)
+    script = ws.root / "trainer/train.py"
+    script.write_text(script.read_text() + RANK_MANIFEST)
+    pin = conftest.commit_all(ws.repo, "a trainer that writes a rank folder")
+    assert ws.gates(capsys, "freeze", "pin", pin).code == 0
+    signed_run(ws.root, capsys, "torch", LOSSES)
+    signed_run(ws.root, capsys, "paddle", LOSSES)
+    report = _audit(ws, capsys)
+    found = _receipts(report)
+    manifest = found["results/paddle/rank-0/manifest.receipt.json"]
+    assert manifest["status"] == "rejected"
+    assert "run_id 'paddle-19990101T000000Z-1' disagrees" in manifest["reason"]
+    assert found["results/paddle/loss.receipt.json"]["status"] == "probe"
+    assert report["formal_alignment_steps"] == 0
