@@ -40,6 +40,7 @@ bench: $(STAMP)
 	$(BIN)/python bench/bench_loss.py
 	$(BIN)/python bench/bench_trust.py
 	$(BIN)/python bench/bench_sandbox.py
+	$(BIN)/python bench/bench_sides.py
 
 clean:
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache

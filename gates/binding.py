@@ -5,8 +5,11 @@ run claims about itself (its parallel profile) agrees with what it captured.
 
 from __future__ import annotations
 
+import os
 import posixpath
 import re
+import shutil
+import sys
 from collections.abc import Mapping
 from dataclasses import dataclass
 
@@ -19,9 +22,30 @@ Entrypoints = Mapping[str, tuple[str, ...]]
 """framework -> the argv prefix the results contract declares for that side."""
 
 
-def _program(argument: str) -> str:
-    name = posixpath.basename(argument)
-    return "python" if _PYTHON.fullmatch(name) else name
+def _resolved(program: str) -> str | None:
+    """The real file an absolute program path, or a bare name looked up on PATH, runs."""
+    if "/" not in program:
+        found = shutil.which(program)
+        return os.path.realpath(found) if found else None
+    if not program.startswith("/"):
+        return None  # a path relative to the run folder names a file of the audited repository
+    return os.path.realpath(program) if os.access(program, os.X_OK) else None
+
+
+def program_matches(have: str, want: str) -> bool:
+    """argv[0] ``have`` runs the declared program ``want``: the same bare name (looked up on
+    PATH by the launcher), or a path that resolves to the same file as ``want`` does here.
+    A declared python also matches the interpreter gates itself runs with. Never by basename:
+    ``/anything/python`` or a committed ``tools/python`` is not `python`."""
+    if have == want:
+        return True
+    target = _resolved(have)
+    if target is None:
+        return False
+    allowed = {_resolved(want)}
+    if _PYTHON.fullmatch(posixpath.basename(want)):
+        allowed.add(os.path.realpath(sys.executable))
+    return target in allowed
 
 
 def _looks_like_path(argument: str) -> bool:
@@ -31,7 +55,7 @@ def _looks_like_path(argument: str) -> bool:
 def argv_matches(argv: tuple[str, ...], cwd: str, declared: tuple[str, ...]) -> bool:
     """``argv`` (run from workspace folder ``cwd``) starts with the declared entrypoint.
 
-    The program is compared by name (any python3.X is `python`), paths as
+    The program is resolved (`program_matches`), paths compared as
     workspace paths (so `train.py` run from `model/` is `model/train.py`), and
     every other argument literally.
     """
@@ -40,7 +64,7 @@ def argv_matches(argv: tuple[str, ...], cwd: str, declared: tuple[str, ...]) -> 
     for index, want in enumerate(declared):
         have = argv[index]
         if index == 0:
-            same = _program(have) == _program(want)
+            same = program_matches(have, want)
         elif _looks_like_path(want):
             same = posixpath.normpath(posixpath.join(cwd, have)) == posixpath.normpath(want)
         else:

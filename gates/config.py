@@ -120,6 +120,19 @@ class SandboxConfig(_Strict):
     )
 
 
+class SidesConfig(_Strict):
+    """``[sides]``: which paths of the source tree are each side's code (paths or globs);
+    the rest of the source tree is shared. Reference evidence counts formal only while
+    its side's code and the shared code equal the policy ref's (docs/trust.md)."""
+
+    reference: tuple[RelPath, ...] = Field(
+        default=(), description="the reference's code, e.g. model/train_torch.py"
+    )
+    candidate: tuple[RelPath, ...] = Field(
+        default=(), description="the candidate's code, e.g. model/train_paddle.py"
+    )
+
+
 class GatesConfig(_Strict):
     """The whole of gates.toml."""
 
@@ -129,6 +142,7 @@ class GatesConfig(_Strict):
     trust: TrustConfig = TrustConfig()
     policy: PolicyConfig = PolicyConfig()
     sandbox: SandboxConfig = SandboxConfig()
+    sides: SidesConfig = SidesConfig()
 
     def governance_paths(self) -> tuple[str, ...]:
         """Paths that are never part of the source tree."""
@@ -181,6 +195,8 @@ def _declared_paths(config: GatesConfig) -> list[tuple[str, str]]:
     if config.trust.path:
         pairs.append(("trust.path", config.trust.path))
     pairs += [("sandbox.inputs", p) for p in config.sandbox.inputs if not p.startswith("/")]
+    pairs += [("sides.reference", p.rstrip("/")) for p in config.sides.reference]
+    pairs += [("sides.candidate", p.rstrip("/")) for p in config.sides.candidate]
     return pairs
 
 

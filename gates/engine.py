@@ -40,13 +40,20 @@ from gates.contracts.model import (
     discharge_status,
 )
 from gates.contracts.registry import FREEZE_CHECK, MODULES, evaluator
+from gates.crosscheck import capture_problem
 from gates.derive import loss_check_problem
 from gates.evidence import Evidence
-from gates.freeze import FreezeReport, SourceTree, evaluate_freeze
+from gates.freeze import (
+    FreezeReport,
+    SourceTree,
+    entrypoint_script_problems,
+    evaluate_freeze,
+)
 from gates.hashing import StatCache, cache_file
 from gates.policy import Policy, policy_of
 from gates.receipts.model import RECEIPT_SUFFIX, Receipt
 from gates.receipts.verify import Judgement, JudgingContext, Status, judge
+from gates.sides import CodeJudge, SideName, SidePaths
 from gates.waivers import LoadedWaiver, today
 from gates.workspace import Workspace, roots_of
 
@@ -152,7 +159,10 @@ def judging_context(
 
 
 def judge_receipts(
-    workspace: Workspace, context: JudgingContext, entrypoints: Entrypoints | None = None
+    workspace: Workspace,
+    context: JudgingContext,
+    entrypoints: Entrypoints | None = None,
+    code: CodeJudge | None = None,
 ) -> tuple[Judgement, ...]:
     """Every receipt under the evidence locations, re-judged now, sorted by path.
 
@@ -174,10 +184,84 @@ def judge_receipts(
     index.save()
     context.cache.save()
     judgements = _recompute_checks(judgements, workspace.root)
+    judgements = _cross_check(judgements, workspace.root)
+    if code is not None:
+        judgements = [code_in_force(judgement, code) for judgement in judgements]
     sandbox = workspace.config.sandbox
     isolation = IsolationPolicy(sandbox.required, sandbox.recorded)
     settled = settle(judgements, entrypoints or {}, isolation=isolation)
     return tuple(sorted(settled, key=lambda j: j.path))
+
+
+def _cross_check(judgements: list[Judgement], root: Path) -> list[Judgement]:
+    """Reject every env capture or manifest that disagrees with the run that bound it, and
+    count that run (so every output it bound) as probe."""
+    runs = {
+        j.receipt.id: j.receipt
+        for j in judgements
+        if j.receipt and is_run(j.receipt) and j.status is not Status.REJECTED
+    }
+    problems: dict[str, str] = {}
+    doubted: dict[str, str] = {}
+    for judgement in judgements:
+        receipt = judgement.receipt
+        if receipt is None or judgement.status is Status.REJECTED:
+            continue
+        bound_by = [runs[i] for i in receipt.provenance.inputs if i in runs]
+        problem = capture_problem(root, receipt, bound_by[0]) if bound_by else None
+        if problem:
+            problems[judgement.path] = problem
+            doubted.setdefault(bound_by[0].id, problem)
+    checked = []
+    for judgement in judgements:
+        receipt = judgement.receipt
+        if receipt and judgement.path in problems:
+            status, reason = Status.REJECTED, problems[judgement.path]
+        elif receipt and receipt.id in doubted and judgement.status is Status.FORMAL:
+            status, reason = Status.PROBE, f"run attestation: its capture {doubted[receipt.id]}"
+        else:
+            checked.append(judgement)
+            continue
+        checked.append(Judgement(judgement.path, receipt, status, reason, judgement.signer))
+    return checked
+
+
+def code_in_force(judgement: Judgement, code: CodeJudge) -> Judgement:
+    """A formal receipt whose side's code is not the code in force counts as probe."""
+    if judgement.status is not Status.FORMAL or judgement.receipt is None:
+        return judgement
+    problem = code.problem(judgement.receipt)
+    if problem is None:
+        return judgement
+    return Judgement(judgement.path, judgement.receipt, Status.PROBE, problem, judgement.signer)
+
+
+def code_judge(
+    workspace: Workspace, freeze: FreezeReport, spec: ContractSpec | None, policy: Policy
+) -> CodeJudge:
+    """Judges each side's evidence by its side's code (gates/sides.py), with the sides'
+    frameworks from the results contract in force."""
+    frameworks: dict[str, SideName] = {"torch": "reference", "paddle": "candidate"}
+    if spec is not None:
+        try:
+            params = results_contract.parse_params(spec.params)
+            frameworks = {
+                params.reference_framework.value: "reference",
+                params.candidate_framework.value: "candidate",
+            }
+        except EvaluationError:
+            pass
+    sides = workspace.config.sides
+    return CodeJudge(
+        workspace.root,
+        SourceTree(workspace.config),
+        SidePaths(sides.reference, sides.candidate),
+        freeze.pin,
+        frameworks,
+        policy_commit=policy.commit if policy.protected else None,
+        policy_name=policy.ref or "",
+        pin_source_tree=freeze.pin_source_tree,
+    )
 
 
 def index_fingerprint(workspace: Workspace, context: JudgingContext) -> str:
@@ -303,22 +387,19 @@ def entrypoints_of(
         params = results_contract.parse_params(spec.params)
     except EvaluationError:
         return {}, []
-    tree = SourceTree(workspace.config)
     found: dict[str, tuple[str, ...]] = {}
     problems = []
     for side, framework, declared in (
         ("reference", params.reference_framework, params.reference_entrypoint),
         ("candidate", params.candidate_framework, params.candidate_entrypoint),
     ):
-        outside = [
-            script
-            for script in declared_scripts(declared)
-            if not tree.contains(script) or not (workspace.root / script).is_file()
-        ]
+        outside = entrypoint_script_problems(
+            workspace.root, workspace.config, declared_scripts(declared)
+        )
         if outside:
             problems.append(
-                f"{side}_entrypoint names {', '.join(outside)}, which is not a file of the "
-                "pinned source tree: nothing of that side can be formal"
+                f"{side}_entrypoint: {'; '.join(outside.values())}: nothing of that side can "
+                "be formal"
             )
         elif declared:
             found[framework.value] = declared
@@ -432,7 +513,8 @@ def judge_workspace(
     loaded, file_errors = policy.contracts()
     entrypoints, _ = entrypoints_of(results_spec(loaded), workspace)
     context = judging_context(workspace, freeze, loaded, policy)
-    receipts = judge_receipts(workspace, context, entrypoints)
+    code = code_judge(workspace, freeze, results_spec(loaded), policy)
+    receipts = judge_receipts(workspace, context, entrypoints, code)
     return WorkspaceState(workspace, freeze, loaded, file_errors, receipts, policy)
 
 

@@ -66,12 +66,18 @@ class Reason(StrEnum):
     CONTENT_DIFFERS = "content_differs"
     FILTERED = "filtered"
     LOCAL_IGNORE_RULE = "local_ignore_rule"
+    ESCAPING_SYMLINK = "escaping_symlink"
 
 
 #: The criteria of the source-freeze contract and the reasons that fail each.
 CRITERIA: dict[str, tuple[Reason, ...]] = {
     "pin_resolves": (Reason.NO_PIN, Reason.PIN_MISSING, Reason.PIN_NOT_COMMIT, Reason.UNBORN_HEAD),
-    "source_tree_equals_pin": (Reason.TREE_DIFFERS, Reason.HEAD_NOT_PIN, Reason.REPLACED_OBJECT),
+    "source_tree_equals_pin": (
+        Reason.TREE_DIFFERS,
+        Reason.HEAD_NOT_PIN,
+        Reason.REPLACED_OBJECT,
+        Reason.ESCAPING_SYMLINK,
+    ),
     "worktree_clean": (
         Reason.STAGED,
         Reason.UNSTAGED,
@@ -306,6 +312,7 @@ def evaluate_freeze(
         cache = StatCache(cache_file(root, BLOB_TABLE), tables=(BLOB_TABLE,))
         differing = differing_files(root, head_entries, tree.contains, cache)
         cache.save()
+        reasons += symlink_reasons(root, found.head, head_entries, tree)
     if found.head and found.pin:
         pin_entries = head_entries if found.pin == found.head else git.list_tree(root, found.pin)
         pin_digest = source_tree_digest(pin_entries, tree)
@@ -342,6 +349,81 @@ def evaluate_freeze(
         pin_source_tree=pin_digest,
         governance_paths=tree.governance,
     )
+
+
+SYMLINK_MODE = "120000"
+_MAX_HOPS = 40  # as the kernel's limit on nested symlinks
+
+
+def resolve_in_tree(link: str, targets: dict[str, str]) -> str | None:
+    """Where the committed symlink ``link`` leads inside the repository, following the other
+    committed symlinks (``targets``: path -> link text) as the kernel would; None when it
+    leaves the repository (an absolute target, ``..`` above the root, or a loop)."""
+    parts = link.split("/")[:-1]
+    pending = targets[link].split("/")
+    if targets[link].startswith("/"):
+        return None
+    hops = 0
+    while pending:
+        part = pending.pop(0)
+        if part in ("", "."):
+            continue
+        if part == "..":
+            if not parts:
+                return None
+            parts.pop()
+            continue
+        parts.append(part)
+        here = "/".join(parts)
+        if here in targets:
+            hops += 1
+            if hops > _MAX_HOPS or targets[here].startswith("/"):
+                return None
+            parts.pop()
+            pending = targets[here].split("/") + pending
+    return "/".join(parts)
+
+
+def symlink_reasons(
+    root: Path, commit: str, entries: dict[str, git.TreeEntry], tree: SourceTree
+) -> list[FreezeReason]:
+    """Committed symlinks of the source tree whose target is not frozen with it: outside the
+    repository, into .git, or into a path the source tree leaves out (an evidence location,
+    a governance path, or outside [freeze] paths). What they point at could change after the
+    pin while the freeze passes."""
+    links = [path for path, entry in entries.items() if entry.mode == SYMLINK_MODE]
+    if not links:
+        return []
+    blobs = git.read_blobs(root, commit, links)
+    targets = {path: (blobs[path] or b"").decode("utf-8", "surrogateescape") for path in links}
+    escaping = []
+    for link in sorted(links):
+        if not tree.contains(link):
+            continue
+        resolved = resolve_in_tree(link, targets)
+        if resolved is None:
+            escaping.append(f"{link} -> {targets[link]} (leaves the repository)")
+        elif resolved == ".git" or resolved.startswith(".git/"):
+            escaping.append(f"{link} -> {targets[link]} (into .git)")
+        elif not resolved:
+            escaping.append(f"{link} -> {targets[link]} (the repository root, with .git)")
+        elif not tree.contains(resolved):
+            escaping.append(f"{link} -> {targets[link]} (outside the source tree: {resolved})")
+        elif any(is_under(path, (resolved,)) for path in tree.governance):
+            escaping.append(
+                f"{link} -> {targets[link]} (a folder holding governance paths: {resolved})"
+            )
+    if not escaping:
+        return []
+    return [
+        FreezeReason(
+            Reason.ESCAPING_SYMLINK,
+            "committed symlinks in the source tree point where the freeze does not reach, so "
+            f"what runs could change after the pin: {'; '.join(escaping[:5])}"
+            f"{f' and {len(escaping) - 5} more' if len(escaping) > 5 else ''}; "
+            "commit the file itself instead of the link",
+        )
+    ]
 
 
 def _tree_reasons(
@@ -476,3 +558,39 @@ def _content_reasons(root: Path, unseen: list[str]) -> list[FreezeReason]:
             )
         )
     return reasons
+
+
+def entrypoint_script_problems(
+    root: Path, config: FreezeConfig, scripts: list[str]
+) -> dict[str, str]:
+    """Why each declared entrypoint script cannot be trusted to be what was frozen (absent
+    when it can): it must be a regular file of the source tree, in the pinned commit (HEAD
+    while no pin is set) and in the worktree, never a symlink whose target the freeze does
+    not follow."""
+    tree = SourceTree(config)
+    revision = config.freeze.pin or "HEAD"
+    listed: dict[str, git.TreeEntry] = {}
+    commit = git.describe_objects(root, [f"{revision}^{{commit}}"])[0].sha if scripts else None
+    if commit is not None:
+        out = git.run_git(root, "ls-tree", "-z", "--full-tree", commit, "--", *scripts)
+        for record in out.split(b"\0"):
+            meta, _, path = record.partition(b"\t")
+            if record:
+                mode, kind, sha = meta.decode().split(" ")
+                listed[path.decode("utf-8", "surrogateescape")] = git.TreeEntry(mode, kind, sha)
+    problems: dict[str, str] = {}
+    for script in scripts:
+        entry = listed.get(script)
+        on_disk = root / script
+        if not tree.contains(script):
+            problems[script] = f"{script} is not in the source tree (a governance path)"
+        elif entry is None:
+            problems[script] = f"{script} is not a file of the pinned commit {revision[:12]}"
+        elif entry.mode == SYMLINK_MODE or on_disk.is_symlink():
+            problems[script] = (
+                f"{script} is a symlink; a declared entrypoint must be a regular file of the "
+                "pinned tree"
+            )
+        elif entry.type != "blob" or not on_disk.is_file():
+            problems[script] = f"{script} is not a regular file of the pinned tree"
+    return problems

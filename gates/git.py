@@ -10,6 +10,7 @@ core.untrackedCache=false (no cached "nothing changed" answers).
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 from dataclasses import dataclass
 from pathlib import Path
@@ -250,3 +251,87 @@ def config_entries(root: Path, pattern: str) -> list[tuple[str, str, str]]:
         key, _, value = pair.decode("utf-8", "replace").partition("\n")
         entries.append((origin.decode("utf-8", "replace"), key, value))
     return entries
+
+
+#: git's order for expanding a short name (gitrevisions(7)), after `$GIT_DIR/<name>`.
+_SHORT_NAME_RULES = (
+    "refs/{}",
+    "refs/tags/{}",
+    "refs/heads/{}",
+    "refs/remotes/{}",
+    "refs/remotes/{}/HEAD",
+)
+_COMMIT_ID = re.compile(r"[0-9a-f]{40}|[0-9a-f]{64}")
+_PSEUDO_REF = re.compile(r"[A-Z_]+")
+
+
+@dataclass(frozen=True)
+class ResolvedRef:
+    """A protected ref as one thing: its full refname (or ``commit <id>`` for a commit id)
+    and the commit it names now."""
+
+    given: str
+    refname: str
+    commit: str
+
+    def describe(self) -> str:
+        return f"{self.refname} at {self.commit}"
+
+
+class RefError(GitError):
+    """A ref name that names nothing, or more than one thing."""
+
+
+def _existing_refs(root: Path, names: list[str]) -> list[str]:
+    out = run_git(root, "for-each-ref", "--format=%(refname)", *names)
+    listed = set(out.decode("utf-8", "surrogateescape").splitlines())
+    return [name for name in names if name in listed]
+
+
+def resolve_ref(root: Path, name: str, *, what: str = "policy ref") -> ResolvedRef:
+    """``name`` as exactly one full refname and its commit, or RefError.
+
+    A short name that more than one ref could mean (a local branch
+    ``refs/heads/origin/main`` beside ``refs/remotes/origin/main``, a tag and a
+    branch of one name) is refused with the candidates: git would silently pick
+    one, and a PR's scripts can create the one it picks. Pseudo-refs such as
+    HEAD or FETCH_HEAD name whatever this clone has checked out or fetched last,
+    so they are refused too. A full commit id is accepted as itself.
+    """
+    name = name.strip()
+    if not name or _PSEUDO_REF.fullmatch(name):
+        raise RefError(
+            f"{what} {name!r} is not a branch or tag: it names what this clone has checked out "
+            "or fetched, which the code under audit can move",
+            file=root,
+            hint="name the protected branch in full, e.g. refs/remotes/origin/main",
+        )
+    if name.startswith("refs/"):
+        candidates = _existing_refs(root, [name])
+    else:
+        candidates = _existing_refs(root, [rule.format(name) for rule in _SHORT_NAME_RULES])
+    if _COMMIT_ID.fullmatch(name):
+        kind = describe_objects(root, [name])[0].type
+        if kind == "commit" and not candidates:
+            return ResolvedRef(name, f"commit {name}", name)
+        if kind == "commit":
+            candidates = [f"commit {name}", *candidates]
+    if len(candidates) > 1:
+        raise RefError(
+            f"{what} {name} is ambiguous: it could mean {', '.join(candidates)}",
+            file=root,
+            hint="name one of them in full (e.g. refs/remotes/origin/main) and delete the "
+            "others from this clone",
+        )
+    if not candidates:
+        raise RefError(
+            f"{what} {name} does not name a commit in this clone (no branch, tag or full "
+            "commit id of that name)",
+            file=root,
+            hint="fetch it (git fetch origin main), or name it in full (refs/remotes/origin/main)"
+            " or by its full commit id",
+        )
+    commit = resolve_commit(root, candidates[0])
+    if commit is None:
+        raise RefError(f"{what} {candidates[0]} does not name a commit", file=root)
+    return ResolvedRef(name, candidates[0], commit)

@@ -65,7 +65,7 @@ class Policy:
                 "UNPROTECTED: contracts, waivers and settings come from the worktree, which the "
                 "PR under audit can edit (set [policy] ref, --policy-ref or GATES_POLICY_REF)"
             )
-        return f"protected: {self.ref} at {(self.commit or '')[:12]} ({self.origin})"
+        return f"protected: {self.ref} at {self.commit} ({self.origin})"
 
     def contracts(self) -> tuple[list[tuple[Path, ContractSpec]], list[ContractFileError]]:
         if not self.contracts_found:
@@ -187,13 +187,11 @@ def load_policy(
         if not (root / worktree.contracts.dir).is_dir():
             policy = dataclasses.replace(policy, contracts_found=False)
         return _with_anchors(root, policy, trust) if with_anchors else policy
-    commit = git.resolve_commit(root, ref)
-    if commit is None:
-        raise PolicyError(
-            f"policy ref {ref} ({origin}) does not name a commit in this clone",
-            file=root,
-            hint="fetch it (git fetch origin main) or fix the ref",
-        )
+    try:
+        resolved = git.resolve_ref(root, ref, what=f"policy ref ({origin})")
+    except git.RefError as error:
+        raise PolicyError(error.message, file=root, hint=error.hint) from None
+    ref, commit = resolved.refname, resolved.commit
     text = git.read_blobs(root, commit, [CONFIG_NAME])[CONFIG_NAME]
     if text is None:
         raise PolicyError(f"policy ref {ref} has no {CONFIG_NAME}", file=root)
@@ -257,10 +255,12 @@ def _anchors(root: Path, policy: Policy, trust_option: Path | None) -> Anchors:
 
 
 def _anchors_at_ref(root: Path, ref: str, path: str) -> Anchors:
-    commit = git.resolve_commit(root, ref)
-    if commit is None:
-        raise TrustError(f"[trust] ref {ref} does not name a commit in this clone", file=root)
-    source = f"{ref}:{path}"
+    try:
+        resolved = git.resolve_ref(root, ref, what="[trust] ref")
+    except git.RefError as error:
+        raise TrustError(error.message, file=root, hint=error.hint) from None
+    commit = resolved.commit
+    source = f"{resolved.refname}:{path}"
     text = git.read_blobs(root, commit, [path])[path]
     if text is None:
         raise TrustError("trust file not found at that ref", file=source)
@@ -276,7 +276,7 @@ def _anchors_at_ref(root: Path, ref: str, path: str) -> Anchors:
         changes.append(f"{path}: changed in the worktree: {PROPOSED}")
     return dataclasses.replace(
         anchors,
-        source=f"{source} at {commit[:12]}",
+        source=f"{source} at {commit}",
         proposed_changes=tuple(changes),
         origin=f"`{source}`",
     )

@@ -42,7 +42,7 @@ def test_demo_shows_the_blocked_pr_then_what_discharges(capsys: pytest.CaptureFi
     # the trusted path; the recorded torch run's signature still binds the example's tree
     # (if this fails after editing the example, run examples/glm52-minimal/sign_recorded.py)
     assert "its recorded run, signed where it ran: formal" in after
-    assert "policy: protected: main at" in after
+    assert "policy: protected: refs/heads/main at" in after
     assert "gates run paddle -> results/paddle: exit 0" in after
     assert " 0 probe, 0 rejected)" in after
     found = statuses(after)

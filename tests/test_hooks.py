@@ -130,3 +130,59 @@ def test_hook_install_keeps_a_foreign_hook(
     assert ws.gates(capsys, "hook", "uninstall").code == 0
     assert hook.read_text() == "#!/bin/sh\necho theirs\n"
     assert ws.gates(capsys, "hook", "uninstall").code == 2
+
+
+PLANTED = """import os, pathlib, sys
+pathlib.Path(os.environ["PLANTED_MARKER"]).write_text(
+    "ran with " + " ".join(sorted(k for k in os.environ if k.startswith("GATES_")))
+)
+sys.exit(0)
+"""
+
+
+def test_the_installed_hook_never_imports_a_gates_package_committed_in_the_repository(
+    ws: Workspace, capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    """Route 7: a `gates/` package with a `__main__.py` that exits 0 (and would see the
+    pusher's GATES_* variables), committed and pinned in the port repository."""
+    only_freeze_contract(ws.root)
+    write(ws.root, "gates/__init__.py", "")
+    write(ws.root, "gates/__main__.py", PLANTED)
+    write(ws.root, "gates/cli.py", PLANTED)
+    pin = commit_all(ws.repo, "a gates package in the port repository")
+    assert ws.gates(capsys, "freeze", "pin", pin).code == 0
+    commit_all(ws.repo, "pin")
+    remote = tmp_path / "remote.git"
+    subprocess.run(["git", "init", "-q", "--bare", str(remote)], check=True)
+    ws.repo.git.remote("add", "origin", str(remote))
+    assert ws.gates(capsys, "hook", "install").code == 0
+    hook = (ws.root / ".git/hooks/pre-push").read_text()
+    assert f'"{sys.executable}" -I -m gates audit' in hook
+    marker = tmp_path / "planted-ran"
+    env = {**os.environ, "PLANTED_MARKER": str(marker), "PYTHONPATH": str(ws.root)}
+    write(ws.root, "paddleformers/glm/wip.py", "x = 1\n")
+    blocked = run(["git", "push", "-q", "origin", "main"], ws.root, env)
+    assert blocked.returncode != 0  # the planted __main__ would have exited 0
+    assert "paddleformers/glm/wip.py" in blocked.stdout + blocked.stderr
+    (ws.root / "paddleformers/glm/wip.py").unlink()
+    passed = run(["git", "push", "-q", "origin", "main"], ws.root, env)
+    assert passed.returncode == 0, passed.stdout + passed.stderr
+    assert "verdict" in passed.stdout + passed.stderr  # the real audit's report
+    assert not marker.exists()
+
+
+def test_hook_install_refuses_an_interpreter_that_cannot_import_gates_isolated(
+    ws: Workspace, tmp_path: Path
+) -> None:
+    """gates reached only through PYTHONPATH: the hook's `-I` would not find it."""
+    python = tmp_path / "venv/bin/python"
+    subprocess.run(
+        [sys.executable, "-m", "venv", "--without-pip", str(tmp_path / "venv")], check=True
+    )
+    env = {**os.environ, "PYTHONPATH": str(REPO_ROOT)}
+    for name in ("cryptography", "click", "pydantic"):  # make `import gates.cli` possible
+        env["PYTHONPATH"] += os.pathsep + str(Path(__import__(name).__file__).parent.parent)
+    done = run([str(python), "-m", "gates", "-C", str(ws.root), "hook", "install"], ws.root, env)
+    assert done.returncode == 2, done.stdout + done.stderr
+    assert "-I does not import this gates" in done.stderr
+    assert not (ws.root / ".git/hooks/pre-push").exists()

@@ -48,7 +48,9 @@ def export(
         repository=workspace.root.name,
         verdict=result.verdict,
         policy_uri=(
-            f"git+{policy.ref}@{policy.commit}" if policy and policy.protected else "unprotected"
+            f"git+{(policy.ref or '').removeprefix('commit ')}@{policy.commit}"
+            if policy and policy.protected
+            else "unprotected"
         ),
         policy_digest=policy.digest if policy else "",
         inputs=inputs,

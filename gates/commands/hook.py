@@ -3,9 +3,12 @@ that do not use the pre-commit framework."""
 
 from __future__ import annotations
 
+import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
+import gates
 from gates import exitcodes, git
 from gates.commands import Echo
 from gates.errors import GatesError
@@ -16,7 +19,41 @@ BACKUP_SUFFIX = ".pre-gates"
 
 
 def hook_script(python: str) -> str:
-    return f'#!/bin/sh\n{MARKER}\nexec "{python}" -m gates audit\n'
+    """The hook: this interpreter, by absolute path, in isolated mode (-I: no current folder
+    or script folder on sys.path, no PYTHON* variables, no user site), so a `gates/`
+    package or `gates/__main__.py` committed in the audited repository is never imported in
+    place of the installed gates."""
+    return f'#!/bin/sh\n{MARKER}\nexec "{python}" -I -m gates audit\n'
+
+
+def _installed_gates(python: str) -> str | None:
+    """Where ``python -I`` imports gates from, run from an empty folder (None: it cannot)."""
+    with tempfile.TemporaryDirectory() as empty:
+        done = subprocess.run(
+            [python, "-I", "-c", "import gates, sys; sys.stdout.write(gates.__file__ or '')"],
+            cwd=empty,
+            capture_output=True,
+            text=True,
+            check=False,
+        )
+    return done.stdout if done.returncode == 0 and done.stdout else None
+
+
+def _check_interpreter(python: str) -> None:
+    if not Path(python).is_absolute():
+        raise GatesError(
+            f"the interpreter running gates has no absolute path ({python!r})",
+            hint="run `gates hook install` with the installed gates's own python",
+        )
+    ours = str(Path(gates.__file__).resolve())
+    found = _installed_gates(python)
+    if found is None or str(Path(found).resolve()) != ours:
+        raise GatesError(
+            f"{python} -I does not import this gates ({ours}; it finds {found or 'none'}), "
+            "so the hook could not run it without the current folder on sys.path",
+            hint="install gates into that environment (pip install ...), not via PYTHONPATH "
+            "or the current folder, then install the hook again",
+        )
 
 
 def hook_path(workspace: Workspace, stage: str) -> Path:
@@ -33,6 +70,7 @@ def _ours(path: Path) -> bool:
 
 
 def install(workspace: Workspace, stage: str, *, force: bool, echo: Echo) -> int:
+    _check_interpreter(sys.executable)
     path = hook_path(workspace, stage)
     if path.exists() and not _ours(path):
         if not force:

@@ -33,6 +33,14 @@ locations = [{locations}]
 
 [contracts]
 dir = "contracts"
+
+[sides]
+# Each side's own code (paths or globs of the source tree), e.g. for GLM-5.2
+# reference = ["model/train_torch.py", "model/torch_*/"], candidate = ["model/train_paddle.py"].
+# The rest of the source tree is shared. Reference evidence counts formal only while its
+# code and the shared code equal the policy ref's; empty: all code is shared.
+reference = []
+candidate = []
 """
 
 

@@ -8,7 +8,7 @@ from pathlib import Path
 from gates import exitcodes
 from gates.canonical import pretty_json
 from gates.commands import Echo
-from gates.engine import judge_workspace, judging_context
+from gates.engine import code_in_force, code_judge, judge_workspace, judging_context, results_spec
 from gates.errors import ReceiptError
 from gates.hashing import StatCache, cache_file
 from gates.paths import to_workspace_relpath
@@ -42,7 +42,10 @@ def verify(
     state = judge_workspace(workspace)
     judged = {judgement.path: judgement for judgement in state.receipts}
     context = judging_context(state.workspace, state.freeze, state.loaded, state.policy)
-    judgements = [judged.get(relpath) or judge(context, relpath) for relpath in relpaths]
+    code = code_judge(state.workspace, state.freeze, results_spec(state.loaded), state.policy)
+    judgements = [
+        judged.get(relpath) or code_in_force(judge(context, relpath), code) for relpath in relpaths
+    ]
     context.cache.save()
     echo(_render_verdicts(judgements, as_json=as_json))
     rejected = any(j.status is Status.REJECTED for j in judgements)

@@ -368,6 +368,7 @@ def _attest_run(
             "exitStatus": finished.exit_status,
             "signal": finished.signal,
             "isolation": facts.isolation.model_dump(mode="json", by_alias=True),
+            "runId": finished.run_id,
         },
     )
     receipt, _ = create_receipt(

@@ -18,7 +18,7 @@ from gates.binding import declared_scripts
 from gates.canonical import strict_loads
 from gates.contracts.model import Criterion, EvaluationContext, EvaluationError
 from gates.errors import GatesError, UnsafePathError
-from gates.freeze import SourceTree
+from gates.freeze import entrypoint_script_problems
 from gates.paths import check_relpath
 from gates.receipts.model import ArtifactKind, Framework
 from gates.receipts.verify import Judgement, Status
@@ -99,7 +99,6 @@ def _side(name: str, context: EvaluationContext, folder: str, files: tuple[str, 
 
 def _entrypoints(context: EvaluationContext, params: Params) -> Criterion:
     """Each side declares the entrypoint whose signed runs alone make its evidence formal."""
-    tree = SourceTree(context.workspace.config)
     problems = []
     for side, declared in (
         ("reference", params.reference_entrypoint),
@@ -111,11 +110,10 @@ def _entrypoints(context: EvaluationContext, params: Params) -> Criterion:
         scripts = declared_scripts(declared)
         if not scripts:
             problems.append(f"params.{side}_entrypoint names no script of the source tree")
-        for script in scripts:
-            if not tree.contains(script) or not (context.workspace.root / script).is_file():
-                problems.append(
-                    f"params.{side}_entrypoint: {script} is not a file of the pinned source tree"
-                )
+        found = entrypoint_script_problems(
+            context.workspace.root, context.workspace.config, scripts
+        )
+        problems += [f"params.{side}_entrypoint: {problem}" for problem in found.values()]
     detail = "; ".join(problems) or (
         f"reference: {' '.join(params.reference_entrypoint)}; "
         f"candidate: {' '.join(params.candidate_entrypoint)}"

@@ -90,6 +90,7 @@ class RunRecord(_Envelope):
     exit_status: JsonInt
     signal: str | None
     isolation: RunIsolation | None = None
+    run_id: str | None = None  # the id gates gave the run (GATES_RUN_ID, manifest run_id)
 
 
 class Signature(_Envelope):

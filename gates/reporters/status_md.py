@@ -233,7 +233,7 @@ def _policy(result: AuditResult, words: dict[str, str]) -> list[str]:
         return []
     if policy.protected:
         line = words["policy_protected"].format(
-            ref=policy.ref, commit=(policy.commit or "")[:12], origin=policy.origin
+            ref=policy.ref, commit=policy.commit or "", origin=policy.origin
         )
     else:
         line = words["policy_unprotected"]
