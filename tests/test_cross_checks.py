@@ -10,7 +10,7 @@ import sys
 import pytest
 
 from tests import conftest
-from tests.conftest import Workspace, declare_entrypoints, signed_run
+from tests.conftest import RUN_ENV, Workspace, declare_entrypoints, signed_run
 from tests.lossgen import train_losses
 
 LOSSES = train_losses(100)
@@ -93,6 +93,7 @@ def test_a_capture_naming_the_other_framework_is_rejected(
             "trainer/train.py",
             "torch",  # the paddle run's trainer writes a torch capture
             json.dumps(LOSSES),
+            f"env={json.dumps(RUN_ENV)}",
         ),
     )
     report = _audit(ws, capsys)

@@ -12,10 +12,13 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import (
+    CPU_PROFILE,
     REPO_ROOT,
+    RUN_ENV,
     Workspace,
     commit_all,
     declare_entrypoints,
+    profile_args,
     run_script,
     signed_run,
     write,
@@ -153,13 +156,21 @@ def test_anything_named_python_is_not_the_declared_python(
     _repin(ws, "declare")
     fake = _fake_python(tmp_path / "anything")
     losses = json.dumps(train_losses(5))
+    # the sandbox shows only the Python environment gates runs with: the impostor is not even
+    # there to start, and the audit names why the run would not count had it run
     signed_run(
-        ws.root, capsys, "paddle", [], program=(str(fake), "trainer/train.py", "paddle", losses)
+        ws.root,
+        capsys,
+        "paddle",
+        [],
+        program=(str(fake), "trainer/train.py", "paddle", losses),
+        expect=1,
     )
     report = json.loads(ws.gates(capsys, "audit", "--format", "json").out)
     run = {r["path"]: r for r in report["receipts"]}["results/paddle/run.receipt.json"]
     assert run["status"] == "probe"
-    assert "is not the declared paddle entrypoint" in str(run["reason"])
+    assert "the run failed" in str(run["reason"])
+    assert not (ws.root / "results/paddle/loss.json").exists()
 
 
 def test_the_interpreter_gates_runs_with_is_python(
@@ -171,3 +182,33 @@ def test_the_interpreter_gates_runs_with_is_python(
     report = json.loads(ws.gates(capsys, "audit", "--format", "json").out)
     run = {r["path"]: r for r in report["receipts"]}["results/paddle/run.receipt.json"]
     assert run["status"] == "formal", run["reason"]
+
+
+def test_an_impostor_python_outside_the_sandbox_is_still_not_the_declared_python(
+    ws: Workspace, capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    """Without the sandbox the impostor runs; the audit still resolves argv[0] and names it."""
+    declare_entrypoints(ws.root)
+    _repin(ws, "declare")
+    fake = _fake_python(tmp_path / "anything")
+    losses = json.dumps(train_losses(5))
+    result = ws.gates(
+        capsys,
+        "run",
+        "--framework",
+        "paddle",
+        "--no-sandbox",
+        "--force",
+        *profile_args(CPU_PROFILE),
+        "--",
+        str(fake),
+        "trainer/train.py",
+        "paddle",
+        losses,
+        f"env={json.dumps(RUN_ENV)}",
+    )
+    assert result.code == 0, result.err
+    report = json.loads(ws.gates(capsys, "audit", "--format", "json").out)
+    run = {r["path"]: r for r in report["receipts"]}["results/paddle/run.receipt.json"]
+    assert run["status"] == "probe"
+    assert "is not the declared paddle entrypoint" in str(run["reason"])
