@@ -744,6 +744,12 @@ def hook_uninstall(state: State, stage: str) -> None:
     metavar="KEY=VALUE",
     help="Parallel profile entry, e.g. tp=2 (repeatable).",
 )
+@click.option(
+    "--model-config",
+    type=click.Path(dir_okay=False, path_type=Path),
+    help="The model's config.json, for the recorder's env.json (GATES_MODEL_CONFIG).",
+)
+@click.option("--force", is_flag=True, help="Launch despite pre-flight problems.")
 @click.argument("command", nargs=-1, type=click.UNPROCESSED, required=True)
 @pass_state
 def run(
@@ -753,6 +759,8 @@ def run(
     out: str | None,
     outputs: tuple[str, ...],
     profile: tuple[str, ...],
+    model_config: Path | None,
+    force: bool,
     command: tuple[str, ...],
 ) -> None:
     """Launch CMD under the source freeze and stamp what it leaves: gates run -- CMD ..."""
@@ -771,6 +779,8 @@ def run(
         out=out,
         outputs=declared,
         profile=_parse_profile(profile),
+        force=force,
+        model_config=state.cwd() / model_config if model_config else None,
     )
     sys.exit(run_command.run(state.workspace(), request, cwd=state.cwd(), echo=_echo))
 

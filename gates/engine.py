@@ -11,7 +11,7 @@ import dataclasses
 import datetime as dt
 import functools
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
@@ -318,7 +318,11 @@ def _normalize(value: str | int | bool) -> str:
 def profile_mismatch(required: dict[str, str], receipt: Receipt) -> str:
     """Empty when the receipt's parallel profile satisfies the contract (``required``, values
     normalized by `_normalize`), else why not."""
-    have = receipt.provenance.profile
+    return profile_difference(required, receipt.provenance.profile)
+
+
+def profile_difference(required: dict[str, str], have: Mapping[str, str]) -> str:
+    """Empty when ``have`` satisfies ``required`` (`gates run`'s pre-flight asks it too)."""
     if all(key in have and have[key].lower() == want.lower() for key, want in required.items()):
         return ""
     problems = []

@@ -22,9 +22,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from types import FrameType
 
+from gates import preflight
 from gates.atomic import write_text_atomic
 from gates.canonical import pretty_json
-from gates.commands import Echo
+from gates.commands import Echo, note
+from gates.counting import what_counts
 from gates.env import RANK_VARIABLES, capture
 from gates.errors import GatesError
 from gates.freeze import FreezeReport, evaluate_freeze
@@ -32,7 +34,7 @@ from gates.hashing import StatCache, cache_file
 from gates.paths import is_under, resolve_inside, to_workspace_relpath
 from gates.receipts.create import ReceiptRequest, create_receipt
 from gates.receipts.model import ArtifactKind, EvidenceClass, Framework, Receipt
-from gates.recorder import GIT_HEAD, RUN_DIR, RUN_ID, aggregate_ranks
+from gates.recorder import FRAMEWORK, GIT_HEAD, MODEL_CONFIG, RUN_DIR, RUN_ID, aggregate_ranks
 from gates.runlog import StderrTee
 from gates.tensors.layout import TENSORS_FOLDER, dump_files
 from gates.trust.keys import SigningKey, key_from_environment
@@ -56,6 +58,8 @@ class RunRequest:
     out: str | None
     outputs: list[tuple[ArtifactKind, str]] = field(default_factory=list)
     profile: dict[str, str] = field(default_factory=dict)
+    force: bool = False  # launch despite pre-flight problems (gates.preflight)
+    model_config: Path | None = None  # passed to the recorder as GATES_MODEL_CONFIG
 
 
 def full_profile(given: dict[str, str], device: str) -> dict[str, str]:
@@ -326,6 +330,38 @@ def _attest_run(
     return receipt
 
 
+def _preflight(
+    workspace: Workspace,
+    request: RunRequest,
+    cwd: Path,
+    *,
+    environment: dict[str, object],
+    device: str,
+    signing_key: SigningKey | None,
+) -> preflight.Preflight | None:
+    """The pre-flight's findings on stderr; None when the launch is refused."""
+    checked = preflight.check_launch(
+        workspace,
+        preflight.Launch(
+            tuple(request.command),
+            to_workspace_relpath(workspace.root, ".", cwd),
+            request.framework,
+            request.profile,
+            request.model_config,
+        ),
+        environment=_string_environment(environment),
+        device=device,
+        signing_key=signing_key,
+    )
+    if checked.problems:
+        note(preflight.render(checked, forced=request.force, probe=request.probe))
+        if not (request.force or request.probe):
+            return None
+    if checked.filled_from:
+        note(f"gates run: no --profile given: the profile {checked.filled_from} requires")
+    return checked
+
+
 def run(workspace: Workspace, request: RunRequest, *, cwd: Path, echo: Echo) -> int:
     """Launch, stamp, and return the entrypoint's exit status (1 when refused)."""
     if not request.command:
@@ -335,16 +371,25 @@ def run(workspace: Workspace, request: RunRequest, *, cwd: Path, echo: Echo) -> 
     before = evaluate_freeze(root, workspace.config)
     if before.verdict != "pass" and not request.probe:
         return _refuse(before)
-    relpath, folder = _out_folder(workspace, request, cwd)
     framework = request.framework.value if request.framework else None
     stamp = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime())
     run_id = f"{framework or 'run'}-{stamp}-{os.getpid()}"
     log = run_log_path(root, run_id)
     environment = _quiet_capture(framework, log)
     device = "cpu" if environment.get("device_name") in (None, "cpu") else "cuda"
-    profile = full_profile(request.profile, device)
+    checked = _preflight(
+        workspace, request, cwd, environment=environment, device=device, signing_key=signing_key
+    )
+    if checked is None:
+        return 1
+    relpath, folder = _out_folder(workspace, request, cwd)
+    profile = full_profile(checked.profile, device)
     typed_profile = manifest_profile(profile)
     child_env = {**os.environ, RUN_DIR: str(folder), RUN_ID: run_id, GIT_HEAD: before.head or ""}
+    if framework:
+        child_env[FRAMEWORK] = framework
+    if request.model_config is not None:
+        child_env[MODEL_CONFIG] = str(request.model_config.resolve())
     preloading = signing_key.preload() if signing_key else None
     finished = _launch(request.command, child_env, cwd, run_id, log=log, own_code=root)
     if preloading is not None:
@@ -378,6 +423,7 @@ def run(workspace: Workspace, request: RunRequest, *, cwd: Path, echo: Echo) -> 
         cache=cache,
         signing_key=signing_key,
     )
+    written = []
     for kind, files, receipt_path in found:
         receipt_request = ReceiptRequest(
             kind=kind,
@@ -392,16 +438,18 @@ def run(workspace: Workspace, request: RunRequest, *, cwd: Path, echo: Echo) -> 
             probe_reasons=reasons,
             inputs=(run_receipt.id,),
         )
-        receipt, path = create_receipt(
+        _, path = create_receipt(
             workspace,
             receipt_request,
             cache=cache,
             freeze=(before, after),
             signing_key=signing_key,
         )
-        stamped = f"{receipt.evidence_class.value}/{receipt.formal_weight}"
-        echo(f"{path.relative_to(root).as_posix()}: {stamped}")
+        written.append(path.relative_to(root).as_posix())
     cache.save()
+    run_path = f"{relpath}/run.receipt.json"
+    for counted in what_counts(workspace, [run_path, *written]):
+        echo(counted.line())
     echo(
         "".join(f"declared output {target} was not written\n" for target in missing)
         + json.dumps(
