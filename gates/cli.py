@@ -127,15 +127,11 @@ def freeze() -> None:
 
 
 def _output(default: str) -> Callable[[F], F]:
-    """-o/--output: where a checker's receipt goes; its output file goes beside it."""
-    return click.option(
-        "-o",
-        "--output",
-        metavar="RECEIPT",
-        default=default,
-        show_default=True,
-        help="Receipt path; the checker output goes beside it (.json).",
-    )
+    """-o/--output: where a checker's receipt goes; its output file goes beside it; plus
+    --no-receipt (a throwaway check) and --force (replace even by a downgrade)."""
+    from gates.commands.checker_options import checker_options
+
+    return checker_options(default)
 
 
 _RULES = click.option(
@@ -783,6 +779,37 @@ def run(
         model_config=state.cwd() / model_config if model_config else None,
     )
     sys.exit(run_command.run(state.workspace(), request, cwd=state.cwd(), echo=_echo))
+
+
+@cli.command("evidence")
+@_FORMAT
+@pass_state
+def evidence_list(state: State, output_format: str) -> None:
+    """Every piece of evidence the policy asks for: missing, stale, probe or formal, and the
+    command that makes or refreshes it (exit 0 only when all is formal)."""
+    from gates.commands import evidence as evidence_command
+
+    workspace = state.workspace()
+    sys.exit(evidence_command.evidence(workspace, as_json=output_format == "json", echo=_echo))
+
+
+@cli.command()
+@click.option("--dry-run", is_flag=True, help="Only list the commands that would run.")
+@_FORMAT
+@pass_state
+def refresh(state: State, dry_run: bool, output_format: str) -> None:
+    """Re-run the stale checkers from their recorded inputs (never the training runs)."""
+    from gates.commands import evidence as evidence_command
+
+    options = evidence_command.root_options(state.directory, state.policy_ref, state.trust)
+    code = evidence_command.refresh(
+        state.workspace(),
+        dry_run=dry_run,
+        global_options=options,
+        as_json=output_format == "json",
+        echo=_echo,
+    )
+    sys.exit(code)
 
 
 @cli.group()

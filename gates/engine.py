@@ -228,7 +228,7 @@ def settle(judgements: list[Judgement], entrypoints: Entrypoints) -> list[Judgem
             j.receipt.id: j for j in judgements if j.receipt and j.status is not Status.REJECTED
         }
         for index, judgement in enumerate(judgements):
-            downgraded = _downgrade(judgement, accepted, entrypoints)
+            downgraded = _downgrade(judgement, accepted, entrypoints, judgements)
             if downgraded is not None:
                 judgements[index] = downgraded
                 changed = True
@@ -236,17 +236,17 @@ def settle(judgements: list[Judgement], entrypoints: Entrypoints) -> list[Judgem
 
 
 def _downgrade(
-    judgement: Judgement, accepted: dict[str, Judgement], entrypoints: Entrypoints
+    judgement: Judgement,
+    accepted: dict[str, Judgement],
+    entrypoints: Entrypoints,
+    everything: list[Judgement],
 ) -> Judgement | None:
     receipt = judgement.receipt
     if receipt is None or judgement.status is Status.REJECTED:
         return None
     missing = [i for i in receipt.provenance.inputs if i not in accepted]
     if missing:
-        reason = (
-            f"input receipt {missing[0][:19]}... is not an accepted receipt in this "
-            "workspace (tampered, changed or removed)"
-        )
+        reason = missing_input_reason(receipt, missing[0], everything)
         return Judgement(judgement.path, receipt, Status.REJECTED, reason, judgement.signer)
     if judgement.status is not Status.FORMAL:
         return None
@@ -255,6 +255,35 @@ def _downgrade(
     if why is None:
         return None
     return Judgement(judgement.path, receipt, Status.PROBE, why, judgement.signer)
+
+
+def missing_input_reason(receipt: Receipt, missing: str, everything: list[Judgement]) -> str:
+    """Why a derived receipt is rejected for an input that is gone, naming the file that input
+    bound (or that now binds the same files) and the command that re-makes the receipt."""
+    where = next((j.path for j in everything if j.receipt and j.receipt.id == missing), None)
+    command = receipt.provenance.command
+    if where is None and command:
+        named = set(command)
+        where = next(
+            (
+                j.path
+                for j in everything
+                if j.receipt
+                and j.receipt.id not in receipt.provenance.inputs  # the inputs still in place
+                and any(s.path in named for s in j.receipt.subjects)
+            ),
+            None,
+        )
+    located = f" ({where})" if where else ""
+    fix = (
+        f"re-run `{' '.join(command)}` (or `gates refresh`)"
+        if command
+        else "re-run the checker that wrote it (`gates evidence` lists the command)"
+    )
+    return (
+        f"input receipt {missing[:19]}...{located} is not an accepted receipt in this "
+        f"workspace (tampered, changed or re-made since): {fix}"
+    )
 
 
 def _probe_reason(

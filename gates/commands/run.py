@@ -371,6 +371,8 @@ def run(workspace: Workspace, request: RunRequest, *, cwd: Path, echo: Echo) -> 
     before = evaluate_freeze(root, workspace.config)
     if before.verdict != "pass" and not request.probe:
         return _refuse(before)
+    relpath, folder = _out_folder(workspace, request, cwd)
+    manifest_profile(full_profile(request.profile, "cpu"))  # a malformed value: error now
     framework = request.framework.value if request.framework else None
     stamp = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime())
     run_id = f"{framework or 'run'}-{stamp}-{os.getpid()}"
@@ -382,7 +384,6 @@ def run(workspace: Workspace, request: RunRequest, *, cwd: Path, echo: Echo) -> 
     )
     if checked is None:
         return 1
-    relpath, folder = _out_folder(workspace, request, cwd)
     profile = full_profile(checked.profile, device)
     typed_profile = manifest_profile(profile)
     child_env = {**os.environ, RUN_DIR: str(folder), RUN_ID: run_id, GIT_HEAD: before.head or ""}
