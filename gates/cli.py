@@ -888,6 +888,9 @@ def _fail(message: str, code: int = exitcodes.ERROR) -> NoReturn:
 def main(argv: list[str] | None = None) -> Any:
     """Entry point: run the CLI and map every failure to one line and an exit code."""
     debug = "--debug" in (argv if argv is not None else sys.argv[1:])
+    from gates import progress
+
+    progress.silence(progress.asks_for_json(argv if argv is not None else sys.argv[1:]))
     try:
         return cli.main(args=argv, prog_name="gates", standalone_mode=False)
     except click.exceptions.Exit as done:

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
-from gates import __version__
+from gates import __version__, progress
 from gates.alignment import Alignment, Side, formal_alignment
 from gates.audit_index import INDEX_KIND, AuditIndex
 from gates.binding import (
@@ -168,7 +168,7 @@ def judge_receipts(
     )
     judgements += [
         index.judge(path, functools.partial(judge, context, path), context.checked_dirs)
-        for path in paths
+        for path in progress.counted(paths, len(paths), "judging receipts", "receipt")
     ]
     index.save()
     context.cache.save()

@@ -189,6 +189,7 @@ def signed_run(
     probe: bool = False,
     expect: int = 0,
     dump: Path | None = None,
+    force: bool = False,
 ) -> Result:
     """`gates run` of the workspace's training entrypoint, signed with the CI key."""
     command = program or (sys.executable, "trainer/train.py", framework, json.dumps(losses))
@@ -204,6 +205,7 @@ def signed_run(
         "--framework",
         framework,
         *(["--probe"] if probe else []),
+        *(["--force"] if force else []),
         "--out",
         str(root / (out or f"results/{framework}")),
         *profile_args(profile),
