@@ -56,20 +56,27 @@ MODEL_CONFIG = "GATES_MODEL_CONFIG"  # set by `gates run --model-config`
 FRAMEWORKS = ("torch", "paddle")
 
 
+class RecorderError(GatesError):
+    """Raised in the training code: its traceback shows the whole line, fix included."""
+
+    def __str__(self) -> str:
+        return self.one_line()
+
+
 def _framework(given: str | None) -> str:
     """The side, from the launching `gates run` or the caller; they must agree; never guessed."""
     launched = os.environ.get(FRAMEWORK) or None
     chosen = given or launched
     if chosen is None:
-        raise GatesError(
+        raise RecorderError(
             "no framework for this run's env.json and receipts",
             hint="run under `gates run --framework torch|paddle`, or pass "
             "RunRecorder(framework='torch'|'paddle')",
         )
     if chosen not in FRAMEWORKS:
-        raise GatesError(f"framework {chosen!r} is not torch or paddle")
+        raise RecorderError(f"framework {chosen!r} is not torch or paddle")
     if given and launched and given != launched:
-        raise GatesError(
+        raise RecorderError(
             f"RunRecorder(framework={given!r}) but `gates run --framework {launched}` launched it",
             hint="launch each side with its own --framework",
         )
@@ -80,14 +87,14 @@ def _model_config(given: str | Path | None) -> Path:
     """The model's config.json: env.json carries its sha256 (the results schema needs it)."""
     chosen = given or os.environ.get(MODEL_CONFIG) or None
     if chosen is None:
-        raise GatesError(
+        raise RecorderError(
             "no model config: env.json needs model_config_sha256",
             hint="pass RunRecorder(model_config='path/to/config.json'), or "
             "`gates run --model-config path/to/config.json`",
         )
     path = Path(chosen)
     if not path.is_file():
-        raise GatesError("model config not found", file=str(path), hint="check the path")
+        raise RecorderError("model config not found", file=str(path), hint="check the path")
     return path
 
 
