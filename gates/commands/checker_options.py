@@ -35,11 +35,12 @@ def recorded_argv(ctx: click.Context) -> tuple[str, ...]:
             if value is not None:
                 arguments += [str(v) for v in value] if isinstance(value, tuple) else [str(value)]
             continue
-        if not isinstance(param, click.Option) or value in (None, (), param.default):
+        if not isinstance(param, click.Option) or value in (None, (), False, param.default):
             continue
         flag = max(param.opts, key=len)
         if param.is_flag:
-            options.append(flag)
+            if value is True:
+                options.append(flag)
         elif param.multiple:
             for item in value:
                 options += [flag, str(item)]
