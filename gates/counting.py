@@ -47,8 +47,15 @@ def _counted(state: WorkspaceState, path: str) -> Counted:
             problem = artifact_problem(kind, state.workspace.root / subject.path, subject.path)
             if problem:
                 return Counted(path, False, "formal", f"the results contract refuses it: {problem}")
+    counting: list[str] = []
+    refusing: list[str] = []
     for _, spec in state.loaded:
         for item in contract_evidence(spec, (judgement,)):
-            if not item.counts:
-                return Counted(path, False, "formal", f"for {spec.id}: {item.reason}")
-    return Counted(path, True, "formal", judgement.reason)
+            (counting if item.counts else refusing).append(f"{spec.id}: {item.reason}")
+    if refusing and not counting:
+        return Counted(path, False, "formal", f"for {refusing[0]}")
+    if not counting:
+        return Counted(path, True, "formal", f"{judgement.reason}; no contract in force uses it")
+    names = ", ".join(entry.split(":", 1)[0] for entry in counting)
+    others = f"; counts 0 for {refusing[0]}" if refusing else ""
+    return Counted(path, True, "formal", f"for {names}{others}")

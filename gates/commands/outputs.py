@@ -142,10 +142,11 @@ def write_checker_output(
     cache = StatCache(cache_file(workspace.root))
     receipt, _ = create_receipt(workspace, request, cache=cache)
     cache.save()
-    from gates.counting import what_counts  # noqa: PLC0415  (counting imports the engine)
+    if mode.command is not None:  # from the command line (the demo and the API stay quiet)
+        from gates.counting import what_counts  # noqa: PLC0415  (counting imports the engine)
 
-    for counted in what_counts(workspace, [receipt_path]):
-        note(f"audit: {counted.line()}")
+        for counted in what_counts(workspace, [receipt_path]):
+            note(f"audit: {counted.line()}")
     return receipt, artifact
 
 
