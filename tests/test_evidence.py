@@ -248,3 +248,32 @@ def test_hashing_shows_progress_on_a_terminal_only(
     assert "hashing" not in quiet
     piped = ws.gates(capsys, "check", "checkpoint", "results/paddle/checkpoint", "--no-receipt")
     assert "hashing" not in piped.err, "not a terminal: silent"
+
+
+def test_evidence_and_refresh_survive_a_broken_results_contract(
+    ws: Workspace, capsys: pytest.CaptureFixture[str]
+) -> None:
+    contract = ws.root / "contracts/results-schema-and-provenance.toml"
+    contract.write_text(
+        contract.read_text().replace("required_steps = 100", 'required_steps = "x"')
+    )
+    listed = ws.gates(capsys, "evidence", "--format", "json")
+    assert listed.code == 1, listed.err
+    assert "internal error" not in listed.err
+    assert isinstance(json.loads(listed.out)["evidence"], list)
+    dry = ws.gates(capsys, "refresh", "--dry-run")
+    assert dry.code == 0, dry.err
+    assert "no stale checker output to refresh" in dry.out
+
+
+def test_refresh_dry_run_lists_without_running(
+    pair: Workspace, capsys: pytest.CaptureFixture[str]
+) -> None:
+    signed_run(pair.root, capsys, "paddle", train_losses(5, seed=3))
+    before = (pair.root / CHECK).read_bytes()
+    dry = pair.gates(capsys, "refresh", "--dry-run", "--format", "json")
+    assert dry.code == 0
+    refreshed = json.loads(dry.out)["refreshed"]
+    assert [r["path"] for r in refreshed] == [CHECK_RECEIPT]
+    assert refreshed[0]["exit_status"] is None
+    assert (pair.root / CHECK).read_bytes() == before

@@ -167,7 +167,10 @@ def evidence_items(workspace: Workspace) -> list[Item]:
 def _missing_results(state: WorkspaceState, spec: ContractSpec | None, sides: _Sides) -> list[Item]:
     if spec is None:
         return []
-    params = results_contract.parse_params(spec.params)
+    try:
+        params = results_contract.parse_params(spec.params)
+    except EvaluationError:
+        return []  # the audit reports the contract as `error`, with the reason
     found = []
     for framework, folder in sides.folders.items():
         for name in params.required_files:
@@ -194,7 +197,10 @@ def _missing_checkers(state: WorkspaceState) -> list[Item]:
                 present.add(kind)
     results = results_spec(state.loaded)
     if ArtifactKind.LOSS_CHECK not in present and results is not None:
-        params = results_contract.parse_params(results.params)
+        try:
+            params = results_contract.parse_params(results.params)
+        except EvaluationError:
+            return found
         command = (
             f"gates check loss {params.reference}/loss.json {params.candidate}/loss.json "
             "--bit-exact"

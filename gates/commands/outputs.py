@@ -158,7 +158,7 @@ def downgrade_problem(workspace: Workspace, request: ReceiptRequest, *, failed: 
     relpath = request.output or ""
     try:
         existing = read_receipt(workspace.root, relpath)
-    except ReceiptRejectedError:
+    except (ReceiptRejectedError, OSError):
         return ""
     was_formal = existing.evidence_class is EvidenceClass.FORMAL
     if existing.attestation is not None and key_from_environment() is None:
