@@ -1,11 +1,13 @@
 """`gates run -- CMD ...`: the gated launch.
 
-Refuses a formal run while the source freeze is blocked (unless --probe),
-launches the entrypoint with the run folder in GATES_RUN_DIR, passes
+Refuses a formal run while the source freeze is blocked (unless --probe), and
+one whose outputs would count 0 under the policy in force (gates.preflight; unless
+--force), launches the entrypoint with the run folder in GATES_RUN_DIR, passes
 SIGINT/SIGTERM on to it, judges the freeze again when it ends, writes the run
 manifest atomically, and stamps a receipt for every output the run left:
 formal only when the freeze passed before and after, the run exited 0 and
-nothing was interrupted. The entrypoint's exit status is passed through.
+nothing was interrupted, then prints what the audit counts of each (gates.counting).
+The entrypoint's exit status is passed through.
 """
 
 from __future__ import annotations
