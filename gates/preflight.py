@@ -11,6 +11,7 @@ the policy requires one. On GLM-5.2 a run found wanting at audit is days of GPU 
 
 from __future__ import annotations
 
+import os
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -50,6 +51,24 @@ class Launch:
     framework: Framework | None
     profile: dict[str, str]  # as given on the command line (may be empty)
     model_config: Path | None
+
+
+def full_profile(given: dict[str, str], device: str) -> dict[str, str]:
+    """The manifest's ten profile fields: given ones win, the rest get stated defaults."""
+    world = os.environ.get("PADDLE_TRAINERS_NUM", "1")
+    defaults = {
+        "name": "default",
+        "mode": "train",
+        "device": device,
+        "dtype": "float32",
+        "tp": "1",
+        "pp": "1",
+        "ep": "1",
+        "etp": "1",
+        "sp": "false",
+        "world": world if world.isdigit() else "1",
+    }
+    return {**defaults, **given}
 
 
 def _normalized(profile: Mapping[str, str | int | bool]) -> dict[str, str]:
@@ -222,8 +241,6 @@ def check_launch(
     results = results_spec(loaded)
     contracts = run_contracts(loaded)
     profile, filled_from = chosen_profile(launch.profile, contracts, results)
-    from gates.commands.run import full_profile  # noqa: PLC0415  (run imports this module)
-
     full = full_profile(profile, device)
     problems = _framework_problems(launch)
     problems += _entrypoint_problems(workspace, launch, results)

@@ -190,7 +190,7 @@ def test_a_failed_check_never_replaces_a_formal_output(
     (folder / "model.safetensors").write_bytes(b"\x08\x00\x00\x00\x00\x00\x00\x00[1,2,3]x")
     failed = ws.gates(capsys, "check", "checkpoint", "results/paddle/checkpoint")
     assert failed.code == 2
-    assert "the output there is stamped formal and this check failed" in failed.err
+    assert "the output there is a formal pass and this check failed" in failed.err
     assert (ws.root / "outputs/checkpoint_check.json").read_bytes() == committed
 
 

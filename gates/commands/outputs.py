@@ -166,14 +166,27 @@ def downgrade_problem(workspace: Workspace, request: ReceiptRequest, *, failed: 
             "the output there is signed and this one would be unsigned "
             "(GATES_SIGNING_KEY is not set)"
         )
-    if was_formal and failed:
-        return "the output there is stamped formal and this check failed"
+    if was_formal and failed and _passed(workspace, existing):
+        return "the output there is a formal pass and this check failed"
     if was_formal and request.probe_reasons:
         return (
             f"the output there is stamped formal and this one would be probe: "
             f"{request.probe_reasons[0]}"
         )
     return ""
+
+
+def _passed(workspace: Workspace, receipt: Receipt) -> bool:
+    """The output a receipt binds records a pass (a valid, clean checkpoint)."""
+    try:
+        document = json.loads((workspace.root / receipt.subjects[0].path).read_bytes())
+    except (OSError, ValueError):
+        return False
+    return (
+        isinstance(document, dict)
+        and document.get("valid") is True
+        and document.get("hygiene_clean") is not False
+    )
 
 
 def _unwritten_receipt(workspace: Workspace, request: ReceiptRequest, text: str) -> Receipt:

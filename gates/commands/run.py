@@ -34,6 +34,7 @@ from gates.errors import GatesError
 from gates.freeze import FreezeReport, evaluate_freeze
 from gates.hashing import StatCache, cache_file
 from gates.paths import is_under, resolve_inside, to_workspace_relpath
+from gates.preflight import full_profile
 from gates.receipts.create import ReceiptRequest, create_receipt
 from gates.receipts.model import ArtifactKind, EvidenceClass, Framework, Receipt
 from gates.recorder import FRAMEWORK, GIT_HEAD, MODEL_CONFIG, RUN_DIR, RUN_ID, aggregate_ranks
@@ -62,24 +63,6 @@ class RunRequest:
     profile: dict[str, str] = field(default_factory=dict)
     force: bool = False  # launch despite pre-flight problems (gates.preflight)
     model_config: Path | None = None  # passed to the recorder as GATES_MODEL_CONFIG
-
-
-def full_profile(given: dict[str, str], device: str) -> dict[str, str]:
-    """The manifest's ten profile fields: given ones win, the rest get stated defaults."""
-    world = os.environ.get("PADDLE_TRAINERS_NUM", "1")
-    defaults = {
-        "name": "default",
-        "mode": "train",
-        "device": device,
-        "dtype": "float32",
-        "tp": "1",
-        "pp": "1",
-        "ep": "1",
-        "etp": "1",
-        "sp": "false",
-        "world": world if world.isdigit() else "1",
-    }
-    return {**defaults, **given}
 
 
 def manifest_profile(profile: dict[str, str]) -> dict[str, object]:
