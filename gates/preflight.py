@@ -146,10 +146,16 @@ def _profile_problems(
                 )
             )
     for message in environment_problems(profile, environment, None):
-        fix = (
-            "run it where the profile's device and world size are real (a CUDA build of the "
-            "framework for device=cuda), or declare what this machine is"
-        )
+        if "world=" in message:
+            fix = (
+                "declare the world size gates run sees (--profile world=N), or set "
+                "PADDLE_TRAINERS_NUM for gates run itself"
+            )
+        else:
+            fix = (
+                "run it on a machine with a CUDA build of the framework, or declare "
+                "--profile device=cpu (and a contract that requires it)"
+            )
         problems.append(Problem("device", message, fix))
     return problems
 
