@@ -87,8 +87,15 @@ def _captured_device(environment: Mapping[str, str]) -> str:
 
 def profile_problems(run: Receipt) -> list[str]:
     """Where a run's declared profile contradicts what its signed capture recorded."""
-    environment = run.provenance.environment
-    profile = run.provenance.profile
+    framework = run.framework.value if run.framework else None
+    return environment_problems(run.provenance.profile, run.provenance.environment, framework)
+
+
+def environment_problems(
+    profile: Mapping[str, str], environment: Mapping[str, str], declared: str | None
+) -> list[str]:
+    """Where a profile contradicts a capture (as `gates run` records it, values as strings):
+    the audit's rule, also asked by `gates run`'s pre-flight before anything runs."""
     problems = []
     device = profile.get("device")
     captured = _captured_device(environment)
@@ -105,8 +112,8 @@ def profile_problems(run: Receipt) -> list[str]:
             f"{captured_world}"
         )
     framework = environment.get("framework")  # absent: gates could not import it (unknown)
-    if run.framework is not None and framework and framework != run.framework.value:
-        problems.append(f"run is declared {run.framework.value} but captured framework {framework}")
+    if declared is not None and framework and framework != declared:
+        problems.append(f"run is declared {declared} but captured framework {framework}")
     return problems
 
 

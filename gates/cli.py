@@ -127,15 +127,11 @@ def freeze() -> None:
 
 
 def _output(default: str) -> Callable[[F], F]:
-    """-o/--output: where a checker's receipt goes; its output file goes beside it."""
-    return click.option(
-        "-o",
-        "--output",
-        metavar="RECEIPT",
-        default=default,
-        show_default=True,
-        help="Receipt path; the checker output goes beside it (.json).",
-    )
+    """-o/--output: where a checker's receipt goes; its output file goes beside it; plus
+    --no-receipt (a throwaway check) and --force (replace even by a downgrade)."""
+    from gates.commands.checker_options import checker_options
+
+    return checker_options(default)
 
 
 _RULES = click.option(
@@ -748,6 +744,12 @@ def hook_uninstall(state: State, stage: str) -> None:
     "--no-sandbox", is_flag=True, help="Run in the workspace itself (signed as not isolated)."
 )
 @click.option("--clean", is_flag=True, help="Empty the run folder first (it must be empty).")
+@click.option(
+    "--model-config",
+    type=click.Path(dir_okay=False, path_type=Path),
+    help="The model's config.json, for the recorder's env.json (GATES_MODEL_CONFIG).",
+)
+@click.option("--force", is_flag=True, help="Launch despite pre-flight problems.")
 @click.argument("command", nargs=-1, type=click.UNPROCESSED, required=True)
 @pass_state
 def run(
@@ -759,6 +761,8 @@ def run(
     profile: tuple[str, ...],
     no_sandbox: bool,
     clean: bool,
+    model_config: Path | None,
+    force: bool,
     command: tuple[str, ...],
 ) -> None:
     """Launch CMD under the source freeze and stamp what it leaves: gates run -- CMD ..."""
@@ -779,8 +783,41 @@ def run(
         profile=_parse_profile(profile),
         sandbox=not no_sandbox,
         clean=clean,
+        force=force,
+        model_config=state.cwd() / model_config if model_config else None,
     )
     sys.exit(run_command.run(state.workspace(), request, cwd=state.cwd(), echo=_echo))
+
+
+@cli.command("evidence")
+@_FORMAT
+@pass_state
+def evidence_list(state: State, output_format: str) -> None:
+    """Every piece of evidence the policy asks for: missing, stale, probe or formal, and the
+    command that makes or refreshes it (exit 0 only when all is formal)."""
+    from gates.commands import evidence as evidence_command
+
+    workspace = state.workspace()
+    sys.exit(evidence_command.evidence(workspace, as_json=output_format == "json", echo=_echo))
+
+
+@cli.command()
+@click.option("--dry-run", is_flag=True, help="Only list the commands that would run.")
+@_FORMAT
+@pass_state
+def refresh(state: State, dry_run: bool, output_format: str) -> None:
+    """Re-run the stale checkers from their recorded inputs (never the training runs)."""
+    from gates.commands import evidence as evidence_command
+
+    options = evidence_command.root_options(state.directory, state.policy_ref, state.trust)
+    code = evidence_command.refresh(
+        state.workspace(),
+        dry_run=dry_run,
+        global_options=options,
+        as_json=output_format == "json",
+        echo=_echo,
+    )
+    sys.exit(code)
 
 
 @cli.group()
@@ -859,6 +896,9 @@ def _fail(message: str, code: int = exitcodes.ERROR) -> NoReturn:
 def main(argv: list[str] | None = None) -> Any:
     """Entry point: run the CLI and map every failure to one line and an exit code."""
     debug = "--debug" in (argv if argv is not None else sys.argv[1:])
+    from gates import progress
+
+    progress.silence(progress.asks_for_json(argv if argv is not None else sys.argv[1:]))
     try:
         return cli.main(args=argv, prog_name="gates", standalone_mode=False)
     except click.exceptions.Exit as done:

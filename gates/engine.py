@@ -11,12 +11,12 @@ import dataclasses
 import datetime as dt
 import functools
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
-from gates import __version__
+from gates import __version__, progress
 from gates.alignment import Alignment, Side, formal_alignment
 from gates.audit_index import INDEX_KIND, AuditIndex
 from gates.binding import (
@@ -179,7 +179,7 @@ def judge_receipts(
     )
     judgements += [
         index.judge(path, functools.partial(judge, context, path), context.checked_dirs)
-        for path in paths
+        for path in progress.counted(paths, len(paths), "judging receipts", "receipt")
     ]
     index.save()
     context.cache.save()
@@ -320,7 +320,7 @@ def settle(
             j.receipt.id: j for j in judgements if j.receipt and j.status is not Status.REJECTED
         }
         for index, judgement in enumerate(judgements):
-            downgraded = _downgrade(judgement, accepted, entrypoints, isolation)
+            downgraded = _downgrade(judgement, accepted, entrypoints, judgements, isolation)
             if downgraded is not None:
                 judgements[index] = downgraded
                 changed = True
@@ -331,6 +331,7 @@ def _downgrade(
     judgement: Judgement,
     accepted: dict[str, Judgement],
     entrypoints: Entrypoints,
+    everything: list[Judgement],
     isolation: IsolationPolicy | None = None,
 ) -> Judgement | None:
     receipt = judgement.receipt
@@ -338,10 +339,7 @@ def _downgrade(
         return None
     missing = [i for i in receipt.provenance.inputs if i not in accepted]
     if missing:
-        reason = (
-            f"input receipt {missing[0][:19]}... is not an accepted receipt in this "
-            "workspace (tampered, changed or removed)"
-        )
+        reason = missing_input_reason(receipt, missing[0], everything)
         return Judgement(judgement.path, receipt, Status.REJECTED, reason, judgement.signer)
     if judgement.status is not Status.FORMAL:
         return None
@@ -350,6 +348,35 @@ def _downgrade(
     if why is None:
         return None
     return Judgement(judgement.path, receipt, Status.PROBE, why, judgement.signer)
+
+
+def missing_input_reason(receipt: Receipt, missing: str, everything: list[Judgement]) -> str:
+    """Why a derived receipt is rejected for an input that is gone, naming the file that input
+    bound (or that now binds the same files) and the command that re-makes the receipt."""
+    where = next((j.path for j in everything if j.receipt and j.receipt.id == missing), None)
+    command = receipt.provenance.command
+    if where is None and command:
+        named = set(command)
+        where = next(
+            (
+                j.path
+                for j in everything
+                if j.receipt
+                and j.receipt.id not in receipt.provenance.inputs  # the inputs still in place
+                and any(s.path in named for s in j.receipt.subjects)
+            ),
+            None,
+        )
+    located = f" ({where})" if where else ""
+    fix = (
+        f"re-run `{' '.join(command)}` (or `gates refresh`)"
+        if command
+        else "re-run the checker that wrote it (`gates evidence` lists the command)"
+    )
+    return (
+        f"input receipt {missing[:19]}...{located} is not an accepted receipt in this "
+        f"workspace (tampered, changed or re-made since): {fix}"
+    )
 
 
 def _probe_reason(
@@ -413,7 +440,11 @@ def _normalize(value: str | int | bool) -> str:
 def profile_mismatch(required: dict[str, str], receipt: Receipt) -> str:
     """Empty when the receipt's parallel profile satisfies the contract (``required``, values
     normalized by `_normalize`), else why not."""
-    have = receipt.provenance.profile
+    return profile_difference(required, receipt.provenance.profile)
+
+
+def profile_difference(required: dict[str, str], have: Mapping[str, str]) -> str:
+    """Empty when ``have`` satisfies ``required`` (`gates run`'s pre-flight asks it too)."""
     if all(key in have and have[key].lower() == want.lower() for key, want in required.items()):
         return ""
     problems = []

@@ -277,9 +277,14 @@ def _resolve(root: Path, pin: str) -> _Resolution:
             FreezeReason(Reason.PIN_NOT_COMMIT, f"pin {pin} is a {infos[2].type}, not a commit")
         )
     elif found.pin is None:
-        shallow = " (shallow clone? run `git fetch --unshallow`)" if git.is_shallow(root) else ""
+        fix = (
+            "shallow clone? run `git fetch --unshallow`"
+            if git.is_shallow(root)
+            else "after a rebase the pinned commit is gone: review the source, then run "
+            "`gates freeze pin HEAD`"
+        )
         found.reasons.append(
-            FreezeReason(Reason.PIN_MISSING, f"pin {pin} is not in this clone{shallow}")
+            FreezeReason(Reason.PIN_MISSING, f"pin {pin} is not in this clone ({fix})")
         )
     return found
 

@@ -189,10 +189,14 @@ def signed_run(
     probe: bool = False,
     expect: int = 0,
     dump: Path | None = None,
+    force: bool | None = None,
 ) -> Result:
     """`gates run` of the workspace's training entrypoint, signed with the CI key. The run
     is sandboxed: what it needs comes in its argv (the env.json body) or as a declared input
-    of gates.toml (a staged dump)."""
+    of gates.toml (a staged dump). Another `program` than the entrypoint is launched past the
+    pre-flight (--force) unless `force=False`: such tests are about what the audit makes of it."""
+    if force is None:
+        force = bool(program)
     command = program or (sys.executable, "trainer/train.py", framework, json.dumps(losses))
     extra: tuple[str, ...] = () if program else (f"env={json.dumps(RUN_ENV)}",)
     if raw and not program:
@@ -215,6 +219,7 @@ def signed_run(
         framework,
         "--clean",  # a re-run replaces what the folder held: outputs are what the run writes
         *(["--probe"] if probe else []),
+        *(["--force"] if force else []),
         "--out",
         str(root / (out or f"results/{framework}")),
         *profile_args(profile),

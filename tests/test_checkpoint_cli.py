@@ -317,9 +317,11 @@ def test_an_unchanged_checkpoint_is_never_read_again(
     reads: list[str] = []
     real = gates.checkpoints.digest.stream_content_digest
 
-    def counting(fd: int, data_start: int, entry: gates.checkpoints.header.TensorEntry) -> str:
+    def counting(
+        fd: int, data_start: int, entry: gates.checkpoints.header.TensorEntry, *more: object
+    ) -> str:
         reads.append(entry.name)
-        return real(fd, data_start, entry)
+        return real(fd, data_start, entry, *more)
 
     monkeypatch.setattr(gates.checkpoints.digest, "stream_content_digest", counting)
     _, first = check_json(ws, capsys, CAND)

@@ -113,6 +113,8 @@ def invocations(ws: Workspace, claims: Path) -> dict[str, list[str]]:
         ],
         "probe consumed": ["probe", "consumed", "model/probe_mtp.py:build"],
         "attest export": ["attest", "export", "--out", str(claims.parent / "export")],
+        "evidence": ["evidence"],
+        "refresh": ["refresh", "--dry-run"],
     }
 
 

@@ -5,6 +5,7 @@ signals and per-rank folders handled."""
 from __future__ import annotations
 
 import json
+import re
 import shutil
 import signal
 import subprocess
@@ -17,6 +18,7 @@ from tests.conftest import REPO_ROOT, Workspace, commit_all, run_script, write
 
 MODEL = REPO_ROOT / "examples" / "glm52-minimal" / "model"
 PROFILE = ["--profile", "name=tiny", "--profile", "dtype=float32"]
+TINY_PROFILE = '[profile]\nname = "tiny"\ndtype = "float32"\ndevice = "cpu"\n'
 
 
 @pytest.fixture
@@ -29,6 +31,8 @@ def paddle_ws(ws: Workspace) -> Workspace:
             'candidate_entrypoint = ["python", "model/train_paddle.py"]',
         )
     )
+    for path in (ws.root / "contracts").glob("*.toml"):  # the profile the tiny run really has
+        path.write_text(re.sub(r"\[profile\]\n(?:[^\[\n].*\n)*", TINY_PROFILE, path.read_text()))
     pin = commit_all(ws.repo, "tiny paddle model")
     text = (ws.root / "gates.toml").read_text().replace(ws.pin, pin)
     (ws.root / "gates.toml").write_text(text)
@@ -156,7 +160,14 @@ def test_a_dirty_workspace_refuses_then_runs_as_probe(paddle_ws: Workspace) -> N
 
 def test_the_exit_status_is_passed_through_and_stamps_probe(paddle_ws: Workspace) -> None:
     done = gates_run(
-        paddle_ws, "--out", "outputs/failing", "--", sys.executable, "-c", "import sys; sys.exit(3)"
+        paddle_ws,
+        "--force",
+        "--out",
+        "outputs/failing",
+        "--",
+        sys.executable,
+        "-c",
+        "import sys; sys.exit(3)",
     )
     assert done.returncode == 3
     manifest = receipt(paddle_ws, "outputs/failing/manifest.receipt.json")
@@ -181,6 +192,7 @@ def test_sigterm_reaches_the_child_and_the_receipts_say_so(
             "-C",
             str(paddle_ws.root),
             "run",
+            "--force",
             "--out",
             "outputs/killed",
             "--",
@@ -213,7 +225,7 @@ def test_each_rank_records_its_own_folder_and_the_ranks_must_agree(paddle_ws: Wo
         f"PADDLE_TRAINERS_NUM=2 PADDLE_TRAINER_ID=0 {sys.executable} model/train_paddle.py & "
         f"PADDLE_TRAINERS_NUM=2 PADDLE_TRAINER_ID=1 {sys.executable} model/train_paddle.py; wait"
     )
-    done = gates_run(paddle_ws, "--framework", "paddle", "--", "sh", "-c", launch)
+    done = gates_run(paddle_ws, "--framework", "paddle", "--force", "--", "sh", "-c", launch)
     assert done.returncode == 0, done.stderr
     for rank in (0, 1):
         stamped = receipt(paddle_ws, f"results/paddle/rank-{rank}/loss.receipt.json")
@@ -270,7 +282,9 @@ def test_trainer_callback_records_each_logged_step(
     from gates.recorder import GatesCallback, RunRecorder  # noqa: PLC0415
 
     callback = GatesCallback(
-        RunRecorder(ws.root / "results/paddle", model_config=MODEL / "config.json")
+        RunRecorder(
+            ws.root / "results/paddle", framework="paddle", model_config=MODEL / "config.json"
+        )
     )
     state, control = SimpleNamespace(global_step=0), SimpleNamespace()
     for step in range(1, 4):
@@ -286,7 +300,9 @@ def test_trainer_callback_records_each_logged_step(
     state.global_step = 7
     with (
         pytest.raises(Exception, match="step 7 recorded where step 1 was expected"),
-        RunRecorder(ws.root / "outputs/gap") as gap,
+        RunRecorder(
+            ws.root / "outputs/gap", framework="paddle", model_config=MODEL / "config.json"
+        ) as gap,
     ):
         GatesCallback(gap).on_log(None, state, control, logs={"loss": 1.5})
 

@@ -63,8 +63,18 @@ def record_side(
     probe: bool = False,
     out: str | None = None,
 ) -> None:
-    """A signed `gates run` of the side's entrypoint that writes these losses."""
-    signed_run(ws.root, capsys, framework, losses, profile=profile or PROFILE, probe=probe, out=out)
+    """A signed `gates run` of the side's entrypoint that writes these losses (another profile
+    than the contract's is run with --force: the pre-flight would refuse it)."""
+    signed_run(
+        ws.root,
+        capsys,
+        framework,
+        losses,
+        profile=profile or PROFILE,
+        probe=probe,
+        out=out,
+        force=profile is not None,
+    )
 
 
 def record_repeats(ws: Workspace, capsys: pytest.CaptureFixture[str], losses: list[float]) -> None:

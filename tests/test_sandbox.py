@@ -76,7 +76,11 @@ def _attacker_ws(
 
 
 def _run(ws: Workspace, capsys: pytest.CaptureFixture[str], *args: str, expect: int = 0) -> str:
-    result = ws.gates(capsys, "run", "--framework", "paddle", *profile_args(CPU_PROFILE), *args)
+    # --force: these runs are the attacker's programs, not the declared entrypoint; the
+    # pre-flight would refuse them (tests/test_preflight.py), the sandbox is what is tested
+    result = ws.gates(
+        capsys, "run", "--framework", "paddle", "--force", *profile_args(CPU_PROFILE), *args
+    )
     assert result.code == expect, result.err
     return result.out + result.err
 
@@ -299,7 +303,7 @@ def test_a_sandbox_that_cannot_start_is_named_and_nothing_is_signed(
 def _gates_process(ws: Workspace, *command: str) -> subprocess.Popen[str]:
     return subprocess.Popen(
         [sys.executable, "-m", "gates", "-C", str(ws.root), "run", "--framework", "paddle",
-         *profile_args(CPU_PROFILE), "--", *command],
+         "--force", *profile_args(CPU_PROFILE), "--", *command],
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
     )  # fmt: skip
 

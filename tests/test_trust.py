@@ -73,7 +73,7 @@ def test_unsigned_evidence_is_probe_with_the_reason_unsigned(
 ) -> None:
     declare_entrypoints(ws.root)
     monkeypatch.delenv("GATES_SIGNING_KEY")
-    signed_run(ws.root, capsys, "paddle", train_losses(5))
+    signed_run(ws.root, capsys, "paddle", train_losses(5), force=True)  # past the pre-flight
     entry = receipts(audit(ws, capsys))[LOSS_RECEIPT]
     assert (entry["status"], entry["reason"]) == ("probe", "unsigned")
 
@@ -113,7 +113,7 @@ def test_a_signed_run_of_cp_is_honest_and_not_formal(
     (ws.root / "results/paddle").mkdir(parents=True, exist_ok=True)
     program = ("cp", str(ws.root / "results/torch/loss.json"), str(ws.root / "results/paddle"))
     # in the sandbox the torch results are not there to copy: cp fails, and says so
-    result = signed_run(ws.root, capsys, "paddle", [], program=program, expect=1)
+    result = signed_run(ws.root, capsys, "paddle", [], program=program, expect=1, force=True)
     assert "results/torch/loss.json': No such file or directory" in result.err
     found = receipts(audit(ws, capsys))
     run = found["results/paddle/run.receipt.json"]
@@ -127,7 +127,12 @@ def test_a_profile_that_contradicts_the_capture_is_not_formal(
 ) -> None:
     declare_entrypoints(ws.root)
     signed_run(
-        ws.root, capsys, "paddle", train_losses(5), profile={**CPU_PROFILE, "device": "cuda"}
+        ws.root,
+        capsys,
+        "paddle",
+        train_losses(5),
+        profile={**CPU_PROFILE, "device": "cuda"},
+        force=True,
     )
     run = receipts(audit(ws, capsys))["results/paddle/run.receipt.json"]
     assert run["status"] == "probe"

@@ -56,6 +56,7 @@ def run_script(python: str, script: str, folder: Path) -> None:
         **os.environ,
         "GATES_RUN_DIR": str(folder),
         "GATES_RUN_ID": "generate",  # receipts come later, from gates in a real workspace
+        "GATES_FRAMEWORK": "torch" if "torch" in script else "paddle",  # as `gates run` passes it
         "PYTHONPATH": os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")])),
     }
     if folder.exists():

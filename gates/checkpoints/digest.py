@@ -26,10 +26,12 @@ import hashlib
 import json
 import os
 import struct
-from collections.abc import Iterable
+import threading
+from collections.abc import Callable, Iterable
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
+from gates import progress
 from gates.checkpoints.header import TensorEntry
 from gates.checkpoints.layout import Checkpoint
 from gates.hashing import StatCache
@@ -54,8 +56,11 @@ def content_digest_of_bytes(dtype: str, shape: tuple[int, ...], data: bytes) -> 
     return digest.hexdigest()
 
 
-def stream_content_digest(fd: int, data_start: int, entry: TensorEntry) -> str:
-    """Content digest of one stored tensor, read in large positional chunks."""
+def stream_content_digest(
+    fd: int, data_start: int, entry: TensorEntry, advance: Callable[[int], object] | None = None
+) -> str:
+    """Content digest of one stored tensor, read in large positional chunks; ``advance``
+    is told each chunk's size (progress)."""
     digest = hashlib.sha256(content_prefix(entry.dtype, entry.shape, entry.nbytes))
     offset, end = data_start + entry.start, data_start + entry.end
     while offset < end:
@@ -64,6 +69,8 @@ def stream_content_digest(fd: int, data_start: int, entry: TensorEntry) -> str:
             raise OSError(f"file ended inside tensor {entry.name}")
         digest.update(chunk)
         offset += len(chunk)
+        if advance is not None:
+            advance(len(chunk))
     return digest.hexdigest()
 
 
@@ -81,14 +88,19 @@ def checkpoint_digest(contents: dict[str, str]) -> str:
 
 
 def _hash_shard(
-    folder: Path, shard: str, checkpoint: Checkpoint, pool: ThreadPoolExecutor
+    folder: Path,
+    shard: str,
+    checkpoint: Checkpoint,
+    pool: ThreadPoolExecutor,
+    advance: Callable[[int], object],
 ) -> dict[str, str]:
     header = checkpoint.shards[shard]
     fd = os.open(folder / shard, os.O_RDONLY)
     try:
         entries = sorted(header.tensors.values(), key=lambda e: e.start)
         futures = {
-            e.name: pool.submit(stream_content_digest, fd, header.data_start, e) for e in entries
+            e.name: pool.submit(stream_content_digest, fd, header.data_start, e, advance)
+            for e in entries
         }
         return {name: future.result() for name, future in futures.items()}
     finally:
@@ -105,19 +117,45 @@ def hash_shards(
 ) -> dict[str, str]:
     """Content digests of every tensor of the given shards; unchanged shards come from cache."""
     digests: dict[str, str] = {}
-    with ThreadPoolExecutor(max_workers=max(threads, 1)) as pool:
-        for shard in shards:
-            path = checkpoint.folder / shard
-            info = path.stat()
-            key = f"{cache_prefix}/{shard}"
-            cached = cache.lookup("shards", key, info)
-            if cached is not None:
-                digests.update(json.loads(cached))
-                continue
-            found = _hash_shard(checkpoint.folder, shard, checkpoint, pool)
+    todo = []
+    for shard in shards:
+        path = checkpoint.folder / shard
+        info = path.stat()
+        key = f"{cache_prefix}/{shard}"
+        cached = cache.lookup("shards", key, info)
+        if cached is not None:
+            digests.update(json.loads(cached))
+        else:
+            todo.append((shard, path, info, key))
+    total = sum(
+        sum(e.nbytes for e in checkpoint.shards[shard].tensors.values()) for shard, *_ in todo
+    )
+    label = f"hashing {len(todo)} shard(s)"
+    with (
+        ThreadPoolExecutor(max_workers=max(threads, 1)) as pool,
+        progress.bar(total, label) as shown,
+    ):
+        advance = _locked(shown.update) if progress.enabled() else _ignore
+        for shard, path, info, key in todo:
+            found = _hash_shard(checkpoint.folder, shard, checkpoint, pool, advance)
             cache.remember("shards", key, path, info, json.dumps(found, sort_keys=True))
             digests.update(found)
     return digests
+
+
+def _locked(update: Callable[[int], object]) -> Callable[[int], object]:
+    """The bar's update from the hashing threads, one at a time."""
+    lock = threading.Lock()
+
+    def advance(count: int) -> None:
+        with lock:
+            update(count)
+
+    return advance
+
+
+def _ignore(_: int) -> None:
+    """Progress off: nothing to tell (cheaper than a disabled bar's update)."""
 
 
 def default_threads() -> int:

@@ -125,7 +125,8 @@ def compare_losses(
         length_match=len(ref) == len(cand),
         enough_steps=enough,
         consistent_steps=consistent,
-        first_divergence_step=prefix + 1 if prefix < common else None,
+        # a series that ends early (a non-finite loss stops loss.json) diverges where it ends
+        first_divergence_step=prefix + 1 if prefix < max(len(ref), len(cand)) else None,
         max_diff=max_diff,
         max_ulp=max_ulp,
         bit_exact_required_steps=comparable and enough and prefix >= required_steps,

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from gates import exitcodes
+from gates import exitcodes, progress
 from gates.checks.loss import compare_losses, compare_repeats
 from gates.commands import Echo, note
 from gates.commands.outputs import receipt_binding, render_figures, write_checker_output
@@ -30,6 +30,19 @@ def _loss_path(workspace: Workspace, given: str, cwd: Path) -> str:
                 return f"{relpath}/{name}"
         raise GatesError(f"no {' or '.join(RUN_LOSS_FILES)} in this run folder", file=relpath)
     return relpath
+
+
+def _read_both(root: Path, ref_rel: str, cand_rel: str) -> tuple[LossSeries, LossSeries]:
+    """Both series, with progress by file bytes (10 million steps take seconds each)."""
+    sizes = [
+        (root / rel).stat().st_size if (root / rel).is_file() else 0 for rel in (ref_rel, cand_rel)
+    ]
+    series = []
+    with progress.bar(sum(sizes), "reading losses") as shown:
+        for rel, size in zip((ref_rel, cand_rel), sizes, strict=True):
+            series.append(read_losses(root / rel, rel))
+            shown.update(size)
+    return series[0], series[1]
 
 
 def _describe(series: LossSeries, judgement: Judgement | None) -> dict[str, object]:
@@ -58,8 +71,7 @@ def check_loss(
     ``bit_exact``, when the required steps are not bit-identical."""
     ref_rel = _loss_path(workspace, reference, cwd)
     cand_rel = _loss_path(workspace, candidate, cwd)
-    ref = read_losses(workspace.root / ref_rel, ref_rel)
-    cand = read_losses(workspace.root / cand_rel, cand_rel)
+    ref, cand = _read_both(workspace.root, ref_rel, cand_rel)
     comparison = compare_losses(ref, cand, required_steps)
     receipts = judge_workspace(workspace).receipts
     inputs = [

@@ -75,6 +75,15 @@ def check(
             echo=echo,
         )
     location = locate(roots, folder, cwd)
+    for given, found in (
+        (folder, location),
+        *(((against, locate(roots, against, cwd)),) if against else ()),
+    ):
+        if not found.path.is_dir():
+            raise GatesError(
+                f"no checkpoint folder {given}: nothing checked, nothing written",
+                hint="check the path (a typo must not replace a committed output)",
+            )
     cache = StatCache(cache_file(workspace.root))
     report = check_checkpoint(
         location.base,

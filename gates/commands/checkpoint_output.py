@@ -65,7 +65,13 @@ def finish(
 ) -> int:
     """Write the output and its receipt (binding ``subjects`` too), show the figures."""
     receipt, artifact = write_checker_output(
-        workspace, output, ArtifactKind.CHECKPOINT_CHECK, document, [], extra_subjects=subjects
+        workspace,
+        output,
+        ArtifactKind.CHECKPOINT_CHECK,
+        document,
+        [],
+        extra_subjects=subjects,
+        failed=failed,
     )
     shown = {k: v for k, v in document.items() if k not in ("tensor_contents", "format")}
     echo(render_figures(shown, receipt, artifact, as_json=as_json))

@@ -150,9 +150,15 @@ def _run(
     )
     lines: list[str] = []
     code = run_command(workspace, request, cwd=workspace.root, echo=lines.append)
-    stamps = [line.split(": ")[-1] for line in lines if line.endswith(("/1", "/0"))]
+    counted = [line for line in lines if ": counts" in line]
+    counting = sum(1 for line in counted if ": counts (" in line)
     target = out or f"results/{side}"
-    echo(f"  gates run {side} -> {target}: exit {code}, receipts {', '.join(stamps)}")
+    echo(
+        f"  gates run {side} -> {target}: exit {code}, {counting} of {len(counted)} receipts count"
+    )
+    for line in counted:
+        if ": counts 0" in line:
+            echo(f"    {line}")
 
 
 def _audit(workspace: Workspace, echo: Echo) -> None:

@@ -28,21 +28,23 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from types import FrameType
 
+from gates import preflight
 from gates.atomic import write_text_atomic
 from gates.canonical import pretty_json
-from gates.commands import Echo
+from gates.commands import Echo, note
+from gates.counting import what_counts
 from gates.env import RANK_VARIABLES, capture
 from gates.errors import GatesError
 from gates.freeze import FreezeReport, evaluate_freeze
 from gates.hashing import StatCache, cache_file
 from gates.paths import is_under, resolve_inside, to_workspace_relpath
+from gates.preflight import full_profile
 from gates.receipts.create import ReceiptRequest, create_receipt
 from gates.receipts.model import ArtifactKind, EvidenceClass, Framework, Receipt
-from gates.recorder import GIT_HEAD, RUN_DIR, RUN_ID, aggregate_ranks
+from gates.recorder import FRAMEWORK, GIT_HEAD, MODEL_CONFIG, RUN_DIR, RUN_ID, aggregate_ranks
 from gates.runlog import StderrTee
 from gates.sandbox import Isolation, SandboxSupport, killed_by, prepared, support
 from gates.sandbox import Request as SandboxRequest
-from gates.sandbox.view import FRAMEWORK
 from gates.tensors.layout import TENSORS_FOLDER, dump_files
 from gates.trust.keys import SigningKey, key_from_environment
 from gates.workspace import Workspace
@@ -67,24 +69,8 @@ class RunRequest:
     profile: dict[str, str] = field(default_factory=dict)
     sandbox: bool = True
     clean: bool = False
-
-
-def full_profile(given: dict[str, str], device: str) -> dict[str, str]:
-    """The manifest's ten profile fields: given ones win, the rest get stated defaults."""
-    world = os.environ.get("PADDLE_TRAINERS_NUM", "1")
-    defaults = {
-        "name": "default",
-        "mode": "train",
-        "device": device,
-        "dtype": "float32",
-        "tp": "1",
-        "pp": "1",
-        "ep": "1",
-        "etp": "1",
-        "sp": "false",
-        "world": world if world.isdigit() else "1",
-    }
-    return {**defaults, **given}
+    force: bool = False  # launch despite pre-flight problems (gates.preflight)
+    model_config: Path | None = None  # passed to the recorder as GATES_MODEL_CONFIG
 
 
 def manifest_profile(profile: dict[str, str]) -> dict[str, object]:
@@ -506,6 +492,48 @@ def _sandbox(request: RunRequest, before: FreezeReport) -> SandboxSupport | None
     return found
 
 
+def _preflight(
+    workspace: Workspace,
+    request: RunRequest,
+    cwd: Path,
+    *,
+    environment: dict[str, object],
+    device: str,
+    signing_key: SigningKey | None,
+) -> preflight.Preflight | None:
+    """The pre-flight's findings on stderr; None when the launch is refused."""
+    checked = preflight.check_launch(
+        workspace,
+        preflight.Launch(
+            tuple(request.command),
+            to_workspace_relpath(workspace.root, ".", cwd),
+            request.framework,
+            request.profile,
+            request.model_config,
+            sandboxed=request.sandbox,
+        ),
+        environment=_string_environment(environment),
+        device=device,
+        signing_key=signing_key,
+    )
+    if checked.problems:
+        note(preflight.render(checked, forced=request.force, probe=request.probe))
+        if not (request.force or request.probe):
+            return None
+    if checked.filled_from:
+        note(f"gates run: no --profile given: the profile {checked.filled_from} requires")
+    return checked
+
+
+def _protocol(request: RunRequest, folder: Path, run_id: str, head: str | None) -> dict[str, str]:
+    """The run protocol's variables, the only gates variables the child sees."""
+    protocol = {RUN_DIR: str(folder), RUN_ID: run_id, GIT_HEAD: head or ""}
+    protocol[FRAMEWORK] = request.framework.value if request.framework else ""
+    if request.model_config is not None:
+        protocol[MODEL_CONFIG] = str(request.model_config.resolve())
+    return protocol
+
+
 def run(workspace: Workspace, request: RunRequest, *, cwd: Path, echo: Echo) -> int:
     """Launch, stamp, and return the entrypoint's exit status (1 when refused)."""
     if not request.command:
@@ -517,19 +545,24 @@ def run(workspace: Workspace, request: RunRequest, *, cwd: Path, echo: Echo) -> 
         return _refuse(before)
     sandbox = _sandbox(request, before)
     relpath, folder = _out_folder(workspace, request, cwd)
-    if sandbox is not None:
-        _outputs_inside(root, relpath, request, cwd)
-    _empty_run_folder(relpath, folder, clean=request.clean)
+    manifest_profile(full_profile(request.profile, "cpu"))  # a malformed value: error now
     framework = request.framework.value if request.framework else None
     stamp = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime())
     run_id = f"{framework or 'run'}-{stamp}-{os.getpid()}"
     log = run_log_path(root, run_id)
     environment = _quiet_capture(framework, log)
     device = "cpu" if environment.get("device_name") in (None, "cpu") else "cuda"
-    profile = full_profile(request.profile, device)
+    checked = _preflight(
+        workspace, request, cwd, environment=environment, device=device, signing_key=signing_key
+    )
+    if checked is None:
+        return 1
+    profile = full_profile(checked.profile, device)
     typed_profile = manifest_profile(profile)
-    protocol = {RUN_DIR: str(folder), RUN_ID: run_id, GIT_HEAD: before.head or ""}
-    protocol[FRAMEWORK] = framework or ""
+    if sandbox is not None:
+        _outputs_inside(root, relpath, request, cwd)
+    _empty_run_folder(relpath, folder, clean=request.clean)
+    protocol = _protocol(request, folder, run_id, before.head)
     preloading = signing_key.preload() if signing_key else None
     finished, isolation = _launch_either(
         workspace, request, sandbox, place=(relpath, folder, cwd), protocol=protocol, log=log
@@ -572,6 +605,7 @@ def run(workspace: Workspace, request: RunRequest, *, cwd: Path, echo: Echo) -> 
         cache=cache,
         signing_key=signing_key,
     )
+    written = []
     for kind, files, receipt_path in found:
         receipt_request = ReceiptRequest(
             kind=kind,
@@ -586,16 +620,18 @@ def run(workspace: Workspace, request: RunRequest, *, cwd: Path, echo: Echo) -> 
             probe_reasons=reasons,
             inputs=(run_receipt.id,),
         )
-        receipt, path = create_receipt(
+        _, path = create_receipt(
             workspace,
             receipt_request,
             cache=cache,
             freeze=(before, after),
             signing_key=signing_key,
         )
-        stamped = f"{receipt.evidence_class.value}/{receipt.formal_weight}"
-        echo(f"{path.relative_to(root).as_posix()}: {stamped}")
+        written.append(path.relative_to(root).as_posix())
     cache.save()
+    run_path = f"{relpath}/run.receipt.json"
+    for counted in what_counts(workspace, [run_path, *written]):
+        echo(counted.line())
     echo(
         "".join(f"declared output {target} was not written\n" for target in missing)
         + json.dumps(

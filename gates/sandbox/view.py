@@ -19,10 +19,11 @@ import gates
 from gates.env import RANK_VARIABLES
 from gates.errors import GatesError
 from gates.hashing import cache_file
-from gates.recorder import GIT_HEAD, RUN_DIR, RUN_ID
+from gates.recorder import FRAMEWORK, GIT_HEAD, MODEL_CONFIG, RUN_DIR, RUN_ID
 
-FRAMEWORK = "GATES_FRAMEWORK"
-PROTOCOL_VARIABLES = (RUN_DIR, RUN_ID, GIT_HEAD, FRAMEWORK)
+# the model config's path is seen in the sandbox only where it is committed (the
+# materialized tree sits at the workspace's path) or a declared `[sandbox] inputs` entry
+PROTOCOL_VARIABLES = (RUN_DIR, RUN_ID, GIT_HEAD, FRAMEWORK, MODEL_CONFIG)
 SANDBOX_HOME = "/home/sandbox"
 SHM_BYTES = 8 * 1024**3  # the launcher's and NCCL's shared memory; tmpfs pages cost only when used
 SYSTEM_FOLDERS = ("/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32", "/sys")

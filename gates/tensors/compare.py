@@ -24,6 +24,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from gates import progress
 from gates.checkpoints.config_placeholders import FROM_CONFIG
 from gates.checkpoints.config_placeholders import resolve as resolve_placeholders
 from gates.checkpoints.header import DTYPE_BITS, TensorEntry
@@ -659,7 +660,7 @@ def compare_dumps(
     result.steps = steps
     if not steps:
         result.problems.append("no step to compare in the selection")
-    for step in steps:
+    for step in progress.counted(steps, len(steps), "comparing tensor steps", "step"):
         missing_sides = [
             side
             for side, dump in (("reference", reference), ("candidate", candidate))
