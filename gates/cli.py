@@ -295,7 +295,7 @@ def check() -> None:
 @check.command("loss")
 @click.argument("reference")
 @click.argument("candidate")
-@click.option("--required-steps", type=click.IntRange(min=0), default=100, show_default=True)
+@click.option("--required-steps", type=click.IntRange(min=1), default=100, show_default=True)
 @click.option(
     "--bit-exact", is_flag=True, help="Exit 1 unless the required steps are bit-identical."
 )
@@ -615,7 +615,7 @@ def inventory_diff(
 @cli.command()
 @click.option(
     "--limit",
-    type=int,
+    type=click.IntRange(min=0),
     default=None,
     help="Ledger rows to print (default: the required steps; 0: all).",
 )

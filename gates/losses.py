@@ -17,7 +17,7 @@ from array import array
 from dataclasses import dataclass
 from pathlib import Path
 
-from gates.canonical import DuplicateKeyError, strict_loads
+from gates.canonical import DuplicateKeyError, unique_pairs
 from gates.errors import GatesError
 
 ROUNDED_DIGITS = 7
@@ -74,7 +74,9 @@ def _finite_number(value: object, where: str, source: str) -> float:
         )
     number = float(value)
     if not math.isfinite(number):
-        raise LossFileError(f"{where}: {value!r} is not finite", file=source)
+        raise LossFileError(
+            f"{where}: {value!r} is not finite (NaN and Infinity are invalid losses)", file=source
+        )
     return number
 
 
@@ -85,7 +87,10 @@ def _reject_constant(name: str) -> float:
 def parse_loss_json(data: bytes, source: str) -> array[float]:
     """`{"losses": [...]}`: a non-empty array of finite numbers (other keys allowed)."""
     try:
-        document = strict_loads(data)
+        # NaN and Infinity parse here so that the check below names their place ($.losses[3])
+        document = json.loads(data, object_pairs_hook=unique_pairs, parse_constant=float)
+    except RecursionError:
+        raise LossFileError("not valid JSON: nested too deeply", file=source) from None
     except (ValueError, UnicodeDecodeError) as exc:
         raise LossFileError(f"not valid JSON: {exc}", file=source) from None
     if not isinstance(document, dict) or "losses" not in document:

@@ -112,7 +112,10 @@ def _worktree_files(
     waivers: list[tuple[str, bytes | None]] = []
     for path in sorted(folder.glob(f"*{WAIVER_SUFFIX}")):
         relpath = path.relative_to(root).as_posix()
-        waivers.append((relpath, None if path.is_symlink() else path.read_bytes()))
+        try:
+            waivers.append((relpath, None if path.is_symlink() else path.read_bytes()))
+        except OSError:
+            waivers.append((relpath, None))  # parse_waivers: "cannot read"
     return contracts, waivers
 
 
