@@ -125,6 +125,8 @@ def discover_receipts(root: Path, locations: tuple[str, ...]) -> tuple[list[str]
                 if name.endswith(RECEIPT_SUFFIX)
             ]
         for error in unreadable:
+            if isinstance(error, FileNotFoundError | NotADirectoryError):
+                continue  # no such evidence location: nothing hidden
             # a folder that cannot be listed may hide receipts, or rejected ones: never skip it
             where = Path(error.filename or base).relative_to(root).as_posix()
             refused.append(
@@ -483,6 +485,8 @@ def run_audit(
     blockers = _blockers(results, state.receipts, date) + [
         f"configuration error: {error}" for error in waiver_errors + unknown
     ]
+    invalid = state.policy.invalid_changes + state.policy.anchors.invalid_changes
+    blockers += [f"invalid proposed policy change: {change}" for change in invalid]
     return AuditResult(
         verdict="blocked" if blockers else "pass",
         blockers=tuple(blockers),

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import Result, Workspace, run_gates, write
+from tests.conftest import Result, Workspace, commit_all, run_gates, write
 from tests.lossgen import write_loss_json
 
 
@@ -234,3 +234,48 @@ def test_an_unreadable_contracts_folder_is_named(receipted: Workspace) -> None:
     assert report["verdict"] == "blocked"
     details = [c["criteria"][0]["detail"] for c in report["contracts"]]
     assert any("contracts folder cannot be read" in d for d in details), details
+
+
+@pytest.mark.parametrize(
+    ("file", "edit", "problem"),
+    [
+        (
+            "contracts/results-schema-and-provenance.toml",
+            ("blocking = true", "blockng = true"),
+            "unknown key",
+        ),
+        ("contracts/mtp.waiver.toml", None, "key 'expires'"),
+    ],
+)
+def test_a_proposed_policy_file_that_does_not_load_is_invalid_in_every_format(
+    ws: Workspace,
+    capsys: pytest.CaptureFixture[str],
+    file: str,
+    edit: tuple[str, str] | None,
+    problem: str,
+) -> None:
+    commit_all(ws.repo, "policy on main")
+    ws.repo.git.checkout("-q", "-b", "pr")
+    path = ws.root / file
+    if edit is None:  # a waiver without its expiry date
+        write(
+            ws.root,
+            file,
+            'contract = "contract_environment.tensor-inventory"\nowner = "me"\nreason = "x"\n',
+        )
+    else:
+        path.write_text(path.read_text().replace(*edit, 1))
+    commit_all(ws.repo, "a typo in the policy")
+    expected = f"{file}: "
+    outputs = {
+        fmt: ws.gates(capsys, "--policy-ref", "main", "audit", "--format", fmt)
+        for fmt in ("text", "json", "github", "junit")
+    }
+    outputs["status"] = ws.gates(capsys, "--policy-ref", "main", "status")
+    for fmt, result in outputs.items():
+        assert "internal error" not in result.err, (fmt, result.err)
+        assert "invalid proposed policy change" in result.out, (fmt, result.out)
+        assert expected in result.out and problem in result.out, (fmt, result.out)
+    report = json.loads(outputs["json"].out)
+    assert report["verdict"] == "blocked"
+    assert any(b.startswith("invalid proposed policy change: " + file) for b in report["blockers"])
