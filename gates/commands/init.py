@@ -33,7 +33,23 @@ locations = [{locations}]
 
 [contracts]
 dir = "contracts"
+
+[policy]
+# The protected ref whose contracts, waivers, settings and trust judge every audit, e.g.
+# "origin/main" (the branch PRs merge into; docs/trust.md). Empty: the worktree's own
+# policy judges, which the PR under audit can edit, and every report says UNPROTECTED.
+ref = ""
+
+[trust]
+# The trust file (signers and the frameworks each may sign) read from a protected ref,
+# e.g. ref = "origin/main", path = "governance/trust.toml"; GATES_TRUST or --trust name
+# one outside the repository instead (docs/trust.md).
+ref = ""
+path = ""
 """
+
+#: gates' caches and local state; `gates init` has git ignore it.
+LOCAL_STATE = ".gates"
 
 
 def render_config(pin: str) -> str:
@@ -56,10 +72,25 @@ def init(root: Path, *, pin: str | None, force: bool, echo: Echo) -> int:
     target = root / "contracts"
     copied = _copy_contracts(target, force=force)
     write_text_atomic(config_path, text)
+    ignored = _ignore_local_state(root)
     echo(f"wrote {CONFIG_NAME} (pin={sha or 'unset'}) and {copied} contract(s) in contracts/")
+    if ignored:
+        echo(f"wrote {LOCAL_STATE}/.gitignore: git ignores gates' caches and local state")
     if not sha:
         echo("next: `gates freeze pin <commit>` to set the source freeze")
+    echo("next: set [policy] ref (and [trust]) in gates.toml once the policy is on main")
     return exitcodes.OK
+
+
+def _ignore_local_state(root: Path) -> bool:
+    """`.gates/.gitignore` holding `*`: git ignores gates' caches and local state without an
+    edit to the repository's own .gitignore (which is source, under the freeze)."""
+    path = root / LOCAL_STATE / ".gitignore"
+    if path.is_file():
+        return False
+    path.parent.mkdir(exist_ok=True)
+    write_text_atomic(path, "# gates' caches and local state (written by `gates init`)\n*\n")
+    return True
 
 
 def _copy_contracts(target: Path, *, force: bool) -> int:
