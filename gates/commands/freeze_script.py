@@ -16,8 +16,9 @@ from gates.commands.freeze import show_settings
 from gates.errors import GatesError
 from gates.freeze_settings import CONFIG_NAME, find_root, load_freeze_settings
 
-#: What pre-commit sets at pre-push: the local commit being pushed (docs/hooks.md).
-PUSHED_REF_VARIABLE = "PRE_COMMIT_TO_REF"
+#: What pre-commit sets at pre-push: the local commit being pushed, or (a first push, whose
+#: history the remote lacks from its root) the local branch being pushed (docs/hooks.md).
+PUSHED_REF_VARIABLES = ("PRE_COMMIT_TO_REF", "PRE_COMMIT_LOCAL_BRANCH")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -36,12 +37,13 @@ def main(argv: list[str] | None = None) -> int:
         "--ref",
         metavar="REF",
         help="judge the commit REF names, not the worktree (default at pre-push under "
-        "pre-commit: the commit being pushed, PRE_COMMIT_TO_REF)",
+        "pre-commit: the commit being pushed, PRE_COMMIT_TO_REF or PRE_COMMIT_LOCAL_BRANCH)",
     )
     args = parser.parse_args(argv)
     try:
         root = find_root(Path(args.workspace))
-        ref = args.ref or os.environ.get(PUSHED_REF_VARIABLE)
+        pushed = (os.environ.get(name) for name in PUSHED_REF_VARIABLES)
+        ref = args.ref or next((value for value in pushed if value), None)
         if ref:
             return _show_ref(root, ref, as_json=args.json)
         if _names_a_policy_ref(root, args.policy_ref):
