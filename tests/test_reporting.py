@@ -349,3 +349,21 @@ def test_github_annotations(seeded: Workspace, capsys: pytest.CaptureFixture[str
         "::error file=contracts/manifest-format-key.toml,"
         "title=contract_environment.manifest-format-key::"
     )
+
+
+def test_claims_skip_the_status_block_and_read_past_a_full_stop(
+    ws: Workspace, capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    record(ws, capsys, "paddle", 11.811029434204102)
+    body = tmp_path / "pr.md"  # outside the source tree, as the README writes it
+    body.write_text("The first loss was 11.811029434204102. weights_loaded=true.\n")
+    assert ws.gates(capsys, "status", "--pr-body", str(body)).code in (0, 1)
+    assert "<!-- gates:status -->" in body.read_text()
+    claims = json.loads(ws.gates(capsys, "claims", "check", str(body), "--format", "json").out)
+    assert {c["text"]: c["backed"] for c in claims} == {
+        "11.811029434204102": True,
+        "weights_loaded=true.": True,
+    }, "only the author's own lines are claims; a sentence's full stop is not part of a value"
+    body.write_text(body.read_text() + "Also max_diff=3.57e-07.\n")
+    claims = json.loads(ws.gates(capsys, "claims", "check", str(body), "--format", "json").out)
+    assert {c["text"]: c["backed"] for c in claims}["max_diff=3.57e-07."] is False
