@@ -186,3 +186,21 @@ def test_the_documented_pre_push_setup_judges_the_pushed_commit(
     out = push.stdout + push.stderr
     assert "verdict=blocked" in out
     assert "source tree differs from the pin's in 1 path(s): paddleformers/glm/modeling.py" in out
+
+
+def test_init_sets_up_policy_and_trust_and_has_git_ignore_local_state(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    root = tmp_path / "port"
+    repo = make_repo(root)
+    before = (root / ".gitignore").read_text()
+    assert run_gates(capsys, "-C", str(root), "init").code == 0
+    text = (root / "gates.toml").read_text()
+    assert "[policy]\n" in text and "[trust]\n" in text
+    assert (root / ".gitignore").read_text() == before, "the source .gitignore is not edited"
+    write(root, ".gates/cache/stat.json", "{}")
+    assert repo.git.status("--porcelain", "--untracked-files=all", ".gates") == ""
+    monkeypatch.delenv("GATES_TRUST")
+    installed = run_gates(capsys, "-C", str(root), "hook", "install")
+    assert installed.code == 0
+    assert "[policy] ref is empty" in installed.out and "no trust anchors" in installed.out
