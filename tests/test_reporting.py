@@ -14,7 +14,14 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import GLM_PROFILE, RUN_ENV, Workspace, profile_args, write
+from tests.conftest import (
+    GLM_PROFILE,
+    RUN_ENV,
+    Workspace,
+    declare_entrypoints,
+    profile_args,
+    write,
+)
 from tests.lossgen import train_losses, write_loss_json
 
 GOLDEN = Path(__file__).parent / "golden"
@@ -367,3 +374,21 @@ def test_claims_skip_the_status_block_and_read_past_a_full_stop(
     body.write_text(body.read_text() + "Also max_diff=3.57e-07.\n")
     claims = json.loads(ws.gates(capsys, "claims", "check", str(body), "--format", "json").out)
     assert {c["text"]: c["backed"] for c in claims}["max_diff=3.57e-07."] is False
+
+
+def test_explain_takes_a_short_id_and_fills_in_the_declared_entrypoints(
+    ws: Workspace, capsys: pytest.CaptureFixture[str]
+) -> None:
+    declare_entrypoints(ws.root)
+    for given in ("results-schema-and-provenance", "results-schema"):
+        result = ws.gates(capsys, "explain", given)
+        assert result.out.startswith("acceptance_oracle.results-schema-and-provenance: "), given
+    lines = result.out.splitlines()
+    assert "  $ gates run --framework torch -- python trainer/train.py" in lines
+    assert "  $ gates run --framework paddle -- python trainer/train.py" in lines
+    assert "<reference entrypoint>" not in result.out
+    entry = json.loads(ws.gates(capsys, "explain", "results-schema", "--format", "json").out)
+    assert "gates run --framework torch -- python trainer/train.py" in entry["remediation"]
+    ambiguous = ws.gates(capsys, "explain", "contract_environment")
+    assert ambiguous.code == 2
+    assert "names more than one contract" in ambiguous.err
