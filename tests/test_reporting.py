@@ -392,3 +392,33 @@ def test_explain_takes_a_short_id_and_fills_in_the_declared_entrypoints(
     ambiguous = ws.gates(capsys, "explain", "contract_environment")
     assert ambiguous.code == 2
     assert "names more than one contract" in ambiguous.err
+
+
+def test_the_evidence_table_puts_the_side_results_before_the_repeats(
+    ws: Workspace, capsys: pytest.CaptureFixture[str]
+) -> None:
+    for index in range(14):  # repeats sort before results/ by name, and fill the table
+        write_loss_json(ws.root / f"experiments/a-repeat-{index:02}/loss.json", [1.5, 1.25])
+        ws.gates(
+            capsys,
+            "receipt",
+            "create",
+            "--kind",
+            "loss",
+            "--subject",
+            f"experiments/a-repeat-{index:02}/loss.json",
+            "--framework",
+            "paddle",
+        )
+    record(ws, capsys, "torch", 11.821396827697754)
+    record(ws, capsys, "paddle", 11.811029434204102)
+    block = ws.gates(capsys, "status").out
+    rows = [line for line in block.splitlines() if line.startswith("| `")]
+    receipts = [row.split("`")[1] for row in rows if "receipt.json" in row.split("`")[1]]
+    assert receipts[:4] == [
+        "results/paddle/loss.receipt.json",
+        "results/torch/loss.receipt.json",
+        "results/paddle/env.receipt.json",
+        "results/torch/env.receipt.json",
+    ]
+    assert "more" in block
