@@ -74,8 +74,9 @@ def _finite_number(value: object, where: str, source: str) -> float:
         )
     number = float(value)
     if not math.isfinite(number):
+        spelled = "NaN" if math.isnan(number) else ("Infinity" if number > 0 else "-Infinity")
         raise LossFileError(
-            f"{where}: {value!r} is not finite (NaN and Infinity are invalid losses)", file=source
+            f"{where}: {spelled} is not finite (NaN and Infinity are invalid losses)", file=source
         )
     return number
 

@@ -129,7 +129,7 @@ def test_a_nan_loss_is_named_by_its_place(
         "2",
     )
     assert result.code == 2
-    assert "experiments/a/loss.json: $.losses[3]: nan is not finite" in result.err
+    assert "experiments/a/loss.json: $.losses[3]: NaN is not finite" in result.err
 
 
 def test_key_new_creates_its_folder_private(

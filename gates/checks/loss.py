@@ -2,13 +2,16 @@
 
 Figures (docs/losses.md): length_match, enough_steps, consistent_steps (steps whose
 float64 bits are identical), first_divergence_step, max_diff, max_ulp,
-bit_exact_required_steps. -0.0 and 0.0 differ (1 ULP apart here).
+bit_exact_required_steps. -0.0 and 0.0 differ (1 ULP apart here). max_ulp counts units of
+the losses' source dtype (ulp_dtype): float32 when every loss is exactly a float32.
 """
 
 from __future__ import annotations
 
 from array import array
 from dataclasses import dataclass
+
+import numpy as np
 
 from gates.losses import LossSeries
 
@@ -27,6 +30,31 @@ def _ordered(bits: int) -> int:
 def _as_int64(values: array[float]) -> array[int]:
     ints = array("q")
     ints.frombytes(values.tobytes())
+    return ints
+
+
+_SIGN32 = 1 << 31
+
+
+def _ordered32(bits: int) -> int:
+    """`_ordered` for float32 bit patterns (as signed int32)."""
+    return bits if bits >= 0 else -(bits & (_SIGN32 - 1)) - 1
+
+
+def source_dtype(*series: array[float]) -> str:
+    """`float32` when every loss of every series is exactly a float32 (a float32 loss
+    written as float64, as `float(loss)` of a float32 tensor gives), else `float64`."""
+    for values in series:
+        doubles = np.frombuffer(values, dtype=np.float64)
+        with np.errstate(over="ignore"):
+            if not np.array_equal(doubles.astype(np.float32).astype(np.float64), doubles):
+                return "float64"
+    return "float32"
+
+
+def _float32_bits(values: array[float]) -> array[int]:
+    ints = array("i")
+    ints.frombytes(np.frombuffer(values, dtype=np.float64).astype(np.float32).tobytes())
     return ints
 
 
@@ -58,6 +86,7 @@ class LossComparison:
     max_diff: float
     max_ulp: int
     bit_exact_required_steps: bool
+    ulp_dtype: str
     reference_rounded: bool
     candidate_rounded: bool
 
@@ -76,6 +105,7 @@ class LossComparison:
             "first_divergence_step": self.first_divergence_step,
             "max_diff": self.max_diff,
             "max_ulp": self.max_ulp,
+            "ulp_dtype": self.ulp_dtype,
             "bit_exact_required_steps": self.bit_exact_required_steps,
             "reference_rounded": self.reference_rounded,
             "candidate_rounded": self.candidate_rounded,
@@ -92,14 +122,20 @@ def compare_losses(
     ref_bits, cand_bits = _as_int64(ref), _as_int64(cand)
     consistent = 0
     max_diff = 0.0
-    max_ulp = 0
+    differing = []
     for index in range(common):
-        a, b = ref_bits[index], cand_bits[index]
-        if a == b:
+        if ref_bits[index] == cand_bits[index]:
             consistent += 1
             continue
         max_diff = max(max_diff, abs(ref[index] - cand[index]))
-        max_ulp = max(max_ulp, abs(_ordered(a) - _ordered(b)))
+        differing.append(index)
+    dtype = source_dtype(ref, cand)
+    max_ulp = 0
+    if differing and dtype == "float32":
+        ref32, cand32 = _float32_bits(ref), _float32_bits(cand)
+        max_ulp = max(abs(_ordered32(ref32[i]) - _ordered32(cand32[i])) for i in differing)
+    elif differing:
+        max_ulp = max(abs(_ordered(ref_bits[i]) - _ordered(cand_bits[i])) for i in differing)
     comparable = not (reference.rounded or candidate.rounded)
     enough = min(len(ref), len(cand)) >= required_steps
     return LossComparison(
@@ -112,6 +148,7 @@ def compare_losses(
         first_divergence_step=prefix + 1 if prefix < common else None,
         max_diff=max_diff,
         max_ulp=max_ulp,
+        ulp_dtype=dtype,
         bit_exact_required_steps=comparable and enough and prefix >= required_steps,
         reference_rounded=reference.rounded,
         candidate_rounded=candidate.rounded,
