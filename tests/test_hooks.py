@@ -196,7 +196,7 @@ def test_init_sets_up_policy_and_trust_and_has_git_ignore_local_state(
     before = (root / ".gitignore").read_text()
     assert run_gates(capsys, "-C", str(root), "init").code == 0
     text = (root / "gates.toml").read_text()
-    assert "[policy]\n" in text and "[trust]\n" in text
+    assert "# [policy]\n# ref = " in text and "# [trust]\n" in text
     assert (root / ".gitignore").read_text() == before, "the source .gitignore is not edited"
     write(root, ".gates/cache/stat.json", "{}")
     assert repo.git.status("--porcelain", "--untracked-files=all", ".gates") == ""

@@ -34,18 +34,17 @@ locations = [{locations}]
 [contracts]
 dir = "contracts"
 
-[policy]
-# The protected ref whose contracts, waivers, settings and trust judge every audit, e.g.
-# "origin/main" (the branch PRs merge into; docs/trust.md). Empty: the worktree's own
-# policy judges, which the PR under audit can edit, and every report says UNPROTECTED.
-ref = ""
+# Once this policy is on the branch PRs merge into, name it here (uncomment), so
+# that the PR under audit cannot edit the rules that judge it (docs/trust.md).
+# Unset: the worktree's own policy judges, and every report says UNPROTECTED.
+# [policy]
+# ref = "origin/main"
 
-[trust]
-# The trust file (signers and the frameworks each may sign) read from a protected ref,
-# e.g. ref = "origin/main", path = "governance/trust.toml"; GATES_TRUST or --trust name
-# one outside the repository instead (docs/trust.md).
-ref = ""
-path = ""
+# The trust anchors (signers and the frameworks each may sign), read from a
+# protected ref; or GATES_TRUST / --trust naming a file outside the repository.
+# [trust]
+# ref = "origin/main"
+# path = "governance/trust.toml"
 """
 
 #: gates' caches and local state; `gates init` has git ignore it.
@@ -78,7 +77,7 @@ def init(root: Path, *, pin: str | None, force: bool, echo: Echo) -> int:
         echo(f"wrote {LOCAL_STATE}/.gitignore: git ignores gates' caches and local state")
     if not sha:
         echo("next: `gates freeze pin <commit>` to set the source freeze")
-    echo("next: set [policy] ref (and [trust]) in gates.toml once the policy is on main")
+    echo("next: once the policy is on main, uncomment [policy] (and [trust]) in gates.toml")
     return exitcodes.OK
 
 
