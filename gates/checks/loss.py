@@ -41,20 +41,23 @@ def _ordered32(bits: int) -> int:
     return bits if bits >= 0 else -(bits & (_SIGN32 - 1)) - 1
 
 
+def _as_float32(values: array[float]) -> np.ndarray | None:
+    """The losses as float32 when every one is exactly a float32 (a float32 loss written
+    as float64, as `float(loss)` of a float32 tensor gives), else None."""
+    doubles = np.frombuffer(values, dtype=np.float64)
+    with np.errstate(over="ignore"):
+        singles = doubles.astype(np.float32)
+    return singles if np.array_equal(singles, doubles) else None
+
+
 def source_dtype(*series: array[float]) -> str:
-    """`float32` when every loss of every series is exactly a float32 (a float32 loss
-    written as float64, as `float(loss)` of a float32 tensor gives), else `float64`."""
-    for values in series:
-        doubles = np.frombuffer(values, dtype=np.float64)
-        with np.errstate(over="ignore"):
-            if not np.array_equal(doubles.astype(np.float32).astype(np.float64), doubles):
-                return "float64"
-    return "float32"
+    """`float32` when every loss of every series is exactly a float32, else `float64`."""
+    return "float32" if all(_as_float32(values) is not None for values in series) else "float64"
 
 
-def _float32_bits(values: array[float]) -> array[int]:
+def _int32_bits(singles: np.ndarray) -> array[int]:
     ints = array("i")
-    ints.frombytes(np.frombuffer(values, dtype=np.float64).astype(np.float32).tobytes())
+    ints.frombytes(singles.tobytes())
     return ints
 
 
@@ -120,22 +123,21 @@ def compare_losses(
     common = min(len(ref), len(cand))
     prefix = bit_identical_prefix(ref, cand)
     ref_bits, cand_bits = _as_int64(ref), _as_int64(cand)
+    ref32, cand32 = _as_float32(ref), _as_float32(cand)
+    dtype = "float64"
+    ulp_bits, order = (ref_bits, cand_bits), _ordered
+    if ref32 is not None and cand32 is not None:
+        dtype = "float32"
+        ulp_bits, order = (_int32_bits(ref32), _int32_bits(cand32)), _ordered32
     consistent = 0
     max_diff = 0.0
-    differing = []
+    max_ulp = 0
     for index in range(common):
         if ref_bits[index] == cand_bits[index]:
             consistent += 1
             continue
         max_diff = max(max_diff, abs(ref[index] - cand[index]))
-        differing.append(index)
-    dtype = source_dtype(ref, cand)
-    max_ulp = 0
-    if differing and dtype == "float32":
-        ref32, cand32 = _float32_bits(ref), _float32_bits(cand)
-        max_ulp = max(abs(_ordered32(ref32[i]) - _ordered32(cand32[i])) for i in differing)
-    elif differing:
-        max_ulp = max(abs(_ordered(ref_bits[i]) - _ordered(cand_bits[i])) for i in differing)
+        max_ulp = max(max_ulp, abs(order(ulp_bits[0][index]) - order(ulp_bits[1][index])))
     comparable = not (reference.rounded or candidate.rounded)
     enough = min(len(ref), len(cand)) >= required_steps
     return LossComparison(
