@@ -116,8 +116,13 @@ def audit(state: State, output_format: str, verify_all: bool) -> None:
     from gates.commands import audit as audit_command
     from gates.hashing import verifying_all
 
-    with verifying_all(verify_all):
-        code = audit_command.audit(state.workspace(), output_format=output_format, echo=_echo)
+    try:
+        with verifying_all(verify_all):
+            code = audit_command.audit(state.workspace(), output_format=output_format, echo=_echo)
+    except Exception as error:
+        if output_format == "json":  # stdout holds exactly one JSON document, even now
+            _echo(audit_command.error_document(error))
+        raise
     sys.exit(code)
 
 

@@ -279,3 +279,15 @@ def test_a_proposed_policy_file_that_does_not_load_is_invalid_in_every_format(
     report = json.loads(outputs["json"].out)
     assert report["verdict"] == "blocked"
     assert any(b.startswith("invalid proposed policy change: " + file) for b in report["blockers"])
+
+
+def test_audit_json_prints_its_one_document_even_when_nothing_can_be_judged(
+    ws: Workspace, capsys: pytest.CaptureFixture[str]
+) -> None:
+    result = ws.gates(capsys, "--policy-ref", "no-such-branch", "audit", "--format", "json")
+    assert result.code == 2
+    document = json.loads(result.out)
+    assert document["verdict"] == "error"
+    assert "policy ref no-such-branch" in document["error"]
+    assert document["blockers"] == [document["error"]]
+    assert "policy ref no-such-branch" in result.err
