@@ -121,9 +121,9 @@ def _gather_file(
         return
     try:
         document = json.loads(path.read_bytes())
-    except (OSError, ValueError):
+        evidence.add_leaves(document, f"{relpath} ({source})")
+    except (OSError, ValueError, RecursionError):  # unreadable or too deep: backs nothing
         return
-    evidence.add_leaves(document, f"{relpath} ({source})")
     if kind is ArtifactKind.STRUCTURE_PARITY and isinstance(document, dict):
         pair = (document["reference"]["tensor_count"], document["candidate"]["tensor_count"])
         evidence.counts[pair] = relpath

@@ -291,3 +291,36 @@ def test_audit_json_prints_its_one_document_even_when_nothing_can_be_judged(
     assert "policy ref no-such-branch" in document["error"]
     assert document["blockers"] == [document["error"]]
     assert "policy ref no-such-branch" in result.err
+
+
+@pytest.mark.parametrize(
+    ("kind", "subject"),
+    [
+        ("env", "results/paddle/env.json"),
+        ("manifest", "results/paddle/manifest.json"),
+        ("structure_parity", "outputs/parity.json"),
+        ("checkpoint_check", "outputs/checkpoint_check.json"),
+        ("config_check", "outputs/config_check.json"),
+    ],
+)
+def test_a_deeply_nested_subject_never_crashes_a_report(
+    ws: Workspace, capsys: pytest.CaptureFixture[str], kind: str, subject: str
+) -> None:
+    """A receipted file is read by contracts, the status block and claims: nesting deeper
+    than the interpreter parses is bad input there too, never a crash."""
+    deep = '{"a": ' * 100_000 + "1" + "}" * 100_000
+    write(ws.root, subject, deep)
+    created = ws.gates(
+        capsys, "receipt", "create", "--kind", kind, "--subject", subject, "--framework", "paddle"
+    )
+    assert "internal error" not in created.err, created.err
+    _, report = audit_json(ws, capsys)
+    assert report["verdict"] == "blocked"
+    for args in (("audit",), ("status",), ("steps",)):
+        result = ws.gates(capsys, *args)
+        assert "internal error" not in result.err, (args, result.err)
+        assert result.code in (1, 2), (args, result.err)
+    body = ws.root.parent / "pr.md"
+    body.write_text("max_diff=1.5\n")
+    claims = ws.gates(capsys, "claims", "check", str(body))
+    assert "internal error" not in claims.err, claims.err

@@ -52,7 +52,7 @@ def _load(root: Path, judgement: Judgement) -> Any:
         return None
     try:
         return json.loads((root / receipt.subjects[0].path).read_bytes())
-    except (OSError, ValueError):
+    except (OSError, ValueError, RecursionError):  # unreadable or too deep: no figures
         return None
 
 
@@ -67,7 +67,7 @@ def _loss_figures(root: Path, relpath: str) -> str:
 
 def _figures(root: Path, judgement: Judgement) -> str:
     receipt = judgement.receipt
-    if receipt is None:
+    if receipt is None or judgement.status is Status.REJECTED:  # why it counts nothing
         return judgement.reason
     kind = receipt.kind
     if kind in (ArtifactKind.LOSS, ArtifactKind.RAW_LOSS):
