@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import Result, Workspace, commit_all, run_gates, write
+from tests.conftest import Result, TrustSetup, Workspace, commit_all, run_gates, write
 from tests.lossgen import write_loss_json
 
 
@@ -324,3 +324,30 @@ def test_a_deeply_nested_subject_never_crashes_a_report(
     body.write_text("max_diff=1.5\n")
     claims = ws.gates(capsys, "claims", "check", str(body))
     assert "internal error" not in claims.err, claims.err
+
+
+def test_a_proposed_trust_file_that_does_not_load_is_invalid(
+    ws: Workspace,
+    capsys: pytest.CaptureFixture[str],
+    signing: TrustSetup,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    (ws.root / "trust").mkdir()
+    shutil.copy(signing.trust, ws.root / "trust/trust.toml")
+    shutil.copy(signing.key.with_suffix(".pub"), ws.root / "trust/ci.pub")
+    config = ws.root / "gates.toml"
+    text = config.read_text().replace("exclude = []", 'exclude = ["trust"]')
+    config.write_text(text + '\n[trust]\nref = "main"\npath = "trust/trust.toml"\n')
+    commit_all(ws.repo, "policy and trust on main")
+    ws.repo.git.checkout("-q", "-b", "pr")
+    monkeypatch.delenv("GATES_TRUST")
+    edited = ws.root / "trust/trust.toml"
+    edited.write_text(edited.read_text().replace("ci.pub", "missing.pub"))
+    for fmt in ("text", "json", "github", "junit"):
+        result = ws.gates(capsys, "--policy-ref", "main", "audit", "--format", fmt)
+        assert "internal error" not in result.err, result.err
+        assert "invalid proposed policy change" in result.out, (fmt, result.out)
+        assert "trust/trust.toml: changed in the worktree and does not load" in result.out, fmt
+    report = json.loads(ws.gates(capsys, "--policy-ref", "main", "audit", "--format", "json").out)
+    assert report["verdict"] == "blocked"
+    assert report["policy"]["trust_anchors"]["signers"], "the trust in force still applies"
