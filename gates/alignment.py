@@ -130,6 +130,10 @@ def formal_alignment(
     if not candidates:
         return Alignment(0, required, _why_zero(evidence, sides))
     steps, why, pairs = max(candidates, key=lambda item: item[0])
+    if 0 < required < steps:
+        # the figure reads as a share of what the contract asks: never over 100 %
+        why += f"; the contract asks {required}, so {required} / {required} are counted"
+        steps = required
     return Alignment(steps, required, why, pairs)
 
 

@@ -44,8 +44,12 @@ def _reject_constant(name: str) -> Any:
 
 
 def strict_loads(text: str | bytes) -> Any:
-    """Parse JSON refusing duplicate keys and the NaN/Infinity extensions."""
-    return json.loads(text, object_pairs_hook=unique_pairs, parse_constant=_reject_constant)
+    """Parse JSON refusing duplicate keys, the NaN/Infinity extensions and nesting deeper
+    than the interpreter's recursion limit (a ValueError, never a RecursionError)."""
+    try:
+        return json.loads(text, object_pairs_hook=unique_pairs, parse_constant=_reject_constant)
+    except RecursionError:
+        raise ValueError("nested too deeply to read") from None
 
 
 def pretty_json(value: Any) -> str:

@@ -27,6 +27,7 @@ from gates.losses import LossFileError, read_losses
 from gates.receipts.model import ArtifactKind
 from gates.receipts.verify import Status
 from gates.reporters.json_report import audit_object
+from gates.reporters.status_md import END, START
 
 # A value ends at whitespace or punctuation, fullwidth CJK punctuation included.
 _VALUE_END = "\\s,;)\\]" + "\uff0c\u3002\u3001\uff09"
@@ -34,7 +35,9 @@ _VALUE_END = "\\s,;)\\]" + "\uff0c\u3002\u3001\uff09"
 _NAMED = re.compile(
     rf"\b([a-z][a-z0-9_]*)(?:=([^{_VALUE_END}]+)|\s+=\s+(-?\d[\d.eE+-]*(?:\s*/\s*\d+)?))"
 )
-_FLOAT = re.compile(r"(?<![\w.])-?\d+\.\d+(?:[eE][-+]?\d+)?(?![\w.])")
+# a full stop right after a number ends the sentence (`max_diff=3.57e-07.`)
+_FLOAT = re.compile(r"(?<![\w.])-?\d+\.\d+(?:[eE][-+]?\d+)?(?![\w]|\.\d)")
+_SENTENCE_END = ".:!?"
 _COUNTS = re.compile(r"\b(\d+)\s+vs\.?\s+(?:[A-Za-z_]+\s+)?(\d+)\b")
 _HEX = re.compile(r"\b[0-9a-f]{7,40}\b")
 _ELLIPSIS = ("...", "…")
@@ -118,9 +121,9 @@ def _gather_file(
         return
     try:
         document = json.loads(path.read_bytes())
-    except (OSError, ValueError):
+        evidence.add_leaves(document, f"{relpath} ({source})")
+    except (OSError, ValueError, RecursionError):  # unreadable or too deep: backs nothing
         return
-    evidence.add_leaves(document, f"{relpath} ({source})")
     if kind is ArtifactKind.STRUCTURE_PARITY and isinstance(document, dict):
         pair = (document["reference"]["tensor_count"], document["candidate"]["tensor_count"])
         evidence.counts[pair] = relpath
@@ -154,6 +157,8 @@ def _line_claims(number: int, line: str, evidence: Evidence) -> list[Claim]:
 
     for match in _NAMED.finditer(line):
         value = (match.group(2) or match.group(3)).split("/")[0]
+        if not value.endswith(_ELLIPSIS):
+            value = value.rstrip(_SENTENCE_END) or value
         source = _named_claim(match.group(1), value, evidence)
         claims.append(Claim(number, "named", match.group(0), source is not None, source or ""))
         taken.append(match.span())
@@ -175,9 +180,16 @@ def _line_claims(number: int, line: str, evidence: Evidence) -> list[Claim]:
 
 
 def check_claims(text: str, result: AuditResult) -> list[Claim]:
+    """Every figure the text claims, except inside gates' own status block (which gates
+    wrote from the evidence; `gates status --pr-body` refreshes it)."""
     evidence = gather(result)
-    return [
-        claim
-        for number, line in enumerate(text.splitlines(), start=1)
-        for claim in _line_claims(number, line, evidence)
-    ]
+    claims: list[Claim] = []
+    in_block = False
+    for number, line in enumerate(text.splitlines(), start=1):
+        if line.strip() == START:
+            in_block = True
+        if not in_block:
+            claims += _line_claims(number, line, evidence)
+        if line.strip() == END:
+            in_block = False
+    return claims

@@ -116,8 +116,13 @@ def audit(state: State, output_format: str, verify_all: bool) -> None:
     from gates.commands import audit as audit_command
     from gates.hashing import verifying_all
 
-    with verifying_all(verify_all):
-        code = audit_command.audit(state.workspace(), output_format=output_format, echo=_echo)
+    try:
+        with verifying_all(verify_all):
+            code = audit_command.audit(state.workspace(), output_format=output_format, echo=_echo)
+    except Exception as error:
+        if output_format == "json":  # stdout holds exactly one JSON document, even now
+            _echo(audit_command.error_document(error))
+        raise
     sys.exit(code)
 
 
@@ -291,7 +296,7 @@ def check() -> None:
 @check.command("loss")
 @click.argument("reference")
 @click.argument("candidate")
-@click.option("--required-steps", type=click.IntRange(min=0), default=100, show_default=True)
+@click.option("--required-steps", type=click.IntRange(min=1), default=100, show_default=True)
 @click.option(
     "--bit-exact", is_flag=True, help="Exit 1 unless the required steps are bit-identical."
 )
@@ -611,7 +616,7 @@ def inventory_diff(
 @cli.command()
 @click.option(
     "--limit",
-    type=int,
+    type=click.IntRange(min=0),
     default=None,
     help="Ledger rows to print (default: the required steps; 0: all).",
 )

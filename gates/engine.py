@@ -119,7 +119,8 @@ def discover_receipts(root: Path, locations: tuple[str, ...]) -> tuple[list[str]
         if base.is_symlink():
             refused.append(_refused(location, "evidence location is a symlink: not followed"))
             continue
-        for folder, dirnames, filenames in os.walk(base):
+        unreadable: list[OSError] = []
+        for folder, dirnames, filenames in os.walk(base, onerror=unreadable.append):
             rel_folder = Path(folder).relative_to(root).as_posix()
             for name in dirnames:
                 if (Path(folder) / name).is_symlink():
@@ -131,6 +132,14 @@ def discover_receipts(root: Path, locations: tuple[str, ...]) -> tuple[list[str]
                 for name in (*filenames, *dirnames)
                 if name.endswith(RECEIPT_SUFFIX)
             ]
+        for error in unreadable:
+            if isinstance(error, FileNotFoundError | NotADirectoryError):
+                continue  # no such evidence location: nothing hidden
+            # a folder that cannot be listed may hide receipts, or rejected ones: never skip it
+            where = Path(error.filename or base).relative_to(root).as_posix()
+            refused.append(
+                _refused(where, f"folder cannot be read: {error.strerror} (make it readable)")
+            )
     return sorted(found), refused
 
 
@@ -492,6 +501,11 @@ def evaluate_contract(
         criteria = tuple(evaluate(_with_evidence(context, evidence), spec.params))
     except EvaluationError as exc:
         return _error_result(path, spec, "evaluated", f"could not evaluate: {exc}", evidence)
+    except (OSError, RecursionError, ValueError, AttributeError, TypeError, KeyError) as exc:
+        # bad input the evaluator did not foresee (an unreadable file, a document of the
+        # wrong shape): this contract is `error`, the rest of the report is still produced
+        detail = f"could not evaluate: {type(exc).__name__}: {exc}"
+        return _error_result(path, spec, "evaluated", detail, evidence)
     return ContractResult(spec, path, discharge_status(criteria), criteria, evidence)
 
 
@@ -598,6 +612,8 @@ def run_audit(
     blockers = _blockers(results, state.receipts, date) + [
         f"configuration error: {error}" for error in waiver_errors + unknown
     ]
+    invalid = state.policy.invalid_changes + state.policy.anchors.invalid_changes
+    blockers += [f"invalid proposed policy change: {change}" for change in invalid]
     return AuditResult(
         verdict="blocked" if blockers else "pass",
         blockers=tuple(blockers),

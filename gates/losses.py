@@ -112,7 +112,10 @@ def _finite_number(value: object, where: str, source: str) -> float:
     except OverflowError:
         number = math.inf
     if not math.isfinite(number):
-        raise LossFileError(f"{where}: {value!r} is not finite", file=source)
+        spelled = "NaN" if math.isnan(number) else ("Infinity" if number > 0 else "-Infinity")
+        raise LossFileError(
+            f"{where}: {spelled} is not finite (NaN and Infinity are invalid losses)", file=source
+        )
     return number
 
 
@@ -352,7 +355,10 @@ class _LossJsonReader:
 def _whole_file_loss_json(data: bytes, source: str) -> _Series:
     """The strict reader over the whole text: for files not in plain UTF-8 (a BOM, UTF-16)."""
     try:
-        document = strict_loads(data)
+        # NaN and Infinity parse here so that the check below names their place ($.losses[3])
+        document = json.loads(data, object_pairs_hook=unique_pairs, parse_constant=float)
+    except RecursionError:
+        raise LossFileError("not valid JSON: nested too deeply", file=source) from None
     except (ValueError, UnicodeDecodeError) as exc:
         raise LossFileError(f"not valid JSON: {exc}", file=source) from None
     if not isinstance(document, dict) or "losses" not in document:

@@ -20,6 +20,7 @@ from gates.config import CONFIG_NAME, GatesConfig, parse_config
 from gates.contracts.loader import (
     ContractFileError,
     is_contract_name,
+    parse_contract,
     parse_contracts,
     read_folder,
 )
@@ -38,6 +39,7 @@ from gates.workspace import Workspace
 
 POLICY_VARIABLE = "GATES_POLICY_REF"
 PROPOSED = "proposed policy change (not in force until merged)"
+INVALID = "invalid proposed policy change (fix it before merging)"
 
 
 class PolicyError(GatesError):
@@ -57,6 +59,8 @@ class Policy:
     waiver_files: tuple[tuple[str, bytes | None], ...]
     proposed_changes: tuple[str, ...] = ()
     anchors: Anchors = NO_ANCHORS
+    #: proposed changes that would not load once merged (each blocks: fix before merging)
+    invalid_changes: tuple[str, ...] = ()
     contracts_found: bool = True
 
     def describe(self) -> str:
@@ -112,7 +116,10 @@ def _worktree_files(
     waivers: list[tuple[str, bytes | None]] = []
     for path in sorted(folder.glob(f"*{WAIVER_SUFFIX}")):
         relpath = path.relative_to(root).as_posix()
-        waivers.append((relpath, None if path.is_symlink() else path.read_bytes()))
+        try:
+            waivers.append((relpath, None if path.is_symlink() else path.read_bytes()))
+        except OSError:
+            waivers.append((relpath, None))  # parse_waivers: "cannot read"
     return contracts, waivers
 
 
@@ -153,10 +160,25 @@ def _settings_changes(policy: GatesConfig, worktree: GatesConfig) -> list[str]:
     return changes
 
 
+def load_problem(name: str, data: bytes | None) -> str | None:
+    """Why a proposed contract or waiver file would not load once in force, or None."""
+    if data is None:
+        return "cannot be read (a symlink, or unreadable)"
+    if name.endswith(WAIVER_SUFFIX):
+        _, errors = parse_waivers([(name, data)])
+        return errors[0].removeprefix(f"{name}: ") if errors else None
+    try:
+        parse_contract(data)
+    except ValueError as exc:
+        return str(exc)
+    return None
+
+
 def _file_changes(
     in_force: dict[str, bytes | None], proposed: dict[str, bytes | None], folder: str
-) -> list[str]:
-    changes = []
+) -> tuple[list[str], list[str]]:
+    """Every proposed file change, and those among them that would not load once merged."""
+    changes, invalid = [], []
     for name in sorted(set(in_force) | set(proposed)):
         if name not in in_force:
             what = "added"
@@ -166,8 +188,14 @@ def _file_changes(
             what = "changed"
         else:
             continue
-        changes.append(f"{folder}/{name}: {what} in the worktree: {PROPOSED}")
-    return changes
+        problem = load_problem(name, proposed[name]) if name in proposed else None
+        if problem is None:
+            changes.append(f"{folder}/{name}: {what} in the worktree: {PROPOSED}")
+        else:
+            line = f"{folder}/{name}: {what} in the worktree and does not load: {problem}"
+            changes.append(f"{line}: {INVALID}")
+            invalid.append(line)
+    return changes, invalid
 
 
 def load_policy(
@@ -206,13 +234,14 @@ def load_policy(
     changes = _settings_changes(config, worktree)
     folder = config.contracts.dir.rstrip("/")
     proposed_contracts, proposed_waivers = _worktree_files(root, config)
-    changes += _file_changes(
+    file_changes, invalid = _file_changes(
         {p.name: d for p, d in in_force_contracts}
         | {s.rsplit("/", 1)[-1]: d for s, d in in_force_waivers},
         {p.name: d for p, d in proposed_contracts}
         | {s.rsplit("/", 1)[-1]: d for s, d in proposed_waivers},
         folder,
     )
+    changes += file_changes
     policy = Policy(
         True,
         ref,
@@ -222,6 +251,7 @@ def load_policy(
         tuple(in_force_contracts),
         tuple(in_force_waivers),
         tuple(changes),
+        invalid_changes=tuple(invalid),
     )
     return _with_anchors(root, policy, trust) if with_anchors else policy
 
@@ -270,16 +300,45 @@ def _anchors_at_ref(root: Path, ref: str, path: str) -> Anchors:
         return git.read_blobs(root, commit, [f"{folder}{relpath}"])[f"{folder}{relpath}"]
 
     anchors = parse_trust(text, source, read_key)
-    changes = []
+    changes, invalid = [], []
     worktree_copy = root / path
-    if worktree_copy.is_file() and worktree_copy.read_bytes() != text:
-        changes.append(f"{path}: changed in the worktree: {PROPOSED}")
+    try:
+        proposed = worktree_copy.read_bytes() if worktree_copy.is_file() else text
+    except OSError as exc:
+        proposed = None
+        invalid.append(f"{path}: cannot be read in the worktree: {exc.strerror}")
+    if proposed is not None and proposed != text:
+        problem = _trust_problem(root, proposed, path)
+        if problem is None:
+            changes.append(f"{path}: changed in the worktree: {PROPOSED}")
+        else:
+            invalid.append(f"{path}: changed in the worktree and does not load: {problem}")
+    changes += [f"{line}: {INVALID}" for line in invalid]
     return dataclasses.replace(
         anchors,
         source=f"{source} at {commit}",
         proposed_changes=tuple(changes),
+        invalid_changes=tuple(invalid),
         origin=f"`{source}`",
     )
+
+
+def _trust_problem(root: Path, text: bytes, path: str) -> str | None:
+    """Why the worktree's copy of the trust file would not load once merged, or None."""
+    folder = (root / path).parent
+
+    def read_key(relpath: str) -> bytes | None:
+        key = folder / relpath
+        try:
+            return key.read_bytes() if key.resolve().is_relative_to(root.resolve()) else None
+        except OSError:
+            return None
+
+    try:
+        parse_trust(text, path, read_key)
+    except TrustError as exc:
+        return exc.message
+    return None
 
 
 @dataclass(frozen=True)

@@ -315,7 +315,13 @@ def test_text_report_lists_contracts_and_the_verdict(
     result = ws.gates(capsys, "audit")
     assert result.code == 1
     lines = result.out.splitlines()
-    assert lines[0].split() == ["CONTRACT", "BLOCKING", "STATUS", "MET", "FIRST", "UNMET"]
+    assert lines[0].startswith("blocked: ")
+    assert " of " in lines[0] and "blocking contract(s) not discharged" in lines[0]
+    assert "0 / 100 formal steps" in lines[0]
+    assert lines[0].endswith("`"), "it ends with the command to type next"
+    assert lines[0].split("next: `")[1].removesuffix("`").startswith("gates explain ")
+    assert lines[1] == ""
+    assert lines[2].split() == ["CONTRACT", "BLOCKING", "STATUS", "MET", "FIRST", "UNMET"]
     freeze_row = next(line for line in lines if line.startswith(FREEZE_ID))
     assert freeze_row.split()[1:4] == ["yes", "discharging", "3/4"]
     assert "worktree_clean: unstaged changes inside the source tree: README.md" in freeze_row

@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 
 from gates.checkpoints.ranks import (
+    Exchange,
     RankReport,
     RanksError,
     ShardState,
@@ -272,3 +273,58 @@ def test_manual_slices_under_the_launcher_are_refused(
     assert result.code == 2
     assert "the ranks split the shards themselves: no --shard-range" in result.err
     assert not (external_glm.root / "outputs/part.json").exists()
+
+
+LATE_START = """
+import os, sys, time
+rank = int(os.environ["PADDLE_TRAINER_ID"])
+late = int(sys.argv[1])
+if rank == late:
+    time.sleep(float(sys.argv[2]))  # this rank starts seconds after the other
+from gates.cli import main
+main(sys.argv[3:])
+"""
+
+
+def test_ranks_started_seconds_apart_all_read_the_verdict_before_the_store_closes(
+    external_glm: Workspace, tmp_path: Path
+) -> None:
+    """Rank 0 hosts the store: it leaves only once every rank read the verdict (rank 1 late at
+    the start was the race of issue 18: `TCP connection reset by peer` on rank 1)."""
+    ws = external_glm
+    script = tmp_path / "late.py"
+    script.write_text(textwrap.dedent(LATE_START))
+    for attempt, (late, delay) in enumerate([(1, "3"), (1, "1.5"), (0, "2"), (1, "3")]):
+        log = tmp_path / f"log{attempt}"
+        output = f"outputs/late{attempt}/check.receipt.json"
+        args = ["check", "checkpoint", "external:official/glm-5.2", "-o", output]
+        done = launch(ws, log, str(script), str(late), delay, *args)
+        logs = "".join(p.read_text(errors="replace") for p in sorted(log.glob("workerlog.*")))
+        assert done.returncode == 0, f"attempt {attempt}: " + logs[-3000:]
+        assert "internal error" not in logs and "connection reset" not in logs.lower()
+        assert (ws.root / output).is_file()
+
+
+class VanishingStore:
+    """A store whose host has left: what paddle's TCPStore client raises then."""
+
+    def add(self, key: str, value: int) -> int:
+        if "calls" in key:
+            return 1
+        raise ValueError("(InvalidArgument) TCP connection reset by peer\n  [at tcp_utils.cc]")
+
+    def set(self, key: str, value: str) -> None:
+        raise ValueError("(InvalidArgument) TCP connection reset by peer")
+
+    def get(self, key: str) -> bytes:
+        raise ValueError("(InvalidArgument) TCP connection reset by peer")
+
+
+def test_a_rank_that_loses_the_store_says_so_in_one_line() -> None:
+    exchange = Exchange(VanishingStore(), World(1, 2))
+    with pytest.raises(RanksError) as raised:
+        exchange.await_verdict(5)
+    line = raised.value.one_line()
+    assert "\n" not in line
+    assert "rank 1 lost the job's store before it read rank 0's verdict" in line
+    assert "TCP connection reset by peer" in line

@@ -92,6 +92,12 @@ def contract_detail(
             "params.required_steps",
         ),
         (
+            "results-schema-and-provenance.toml",
+            "acceptance_oracle.results-schema-and-provenance",
+            "required_steps = 0",
+            "params.required_steps: Input should be greater than or equal to 1",
+        ),
+        (
             "tensor-inventory.toml",
             "contract_environment.tensor-inventory",
             "require_hash_match = 1",

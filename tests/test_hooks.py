@@ -83,7 +83,7 @@ def test_changes_stashed_by_pre_commit_are_named(consumer: tuple[Path, dict[str,
     write(root, "results/notes.txt", "staged evidence\n")
     subprocess.run(["git", "-C", str(root), "add", "results/notes.txt"], check=True)
     write(root, "paddleformers/glm/config.py", "HIDDEN = 4096\n")  # unstaged: pre-commit hides it
-    result = run([*PRE_COMMIT, "run", "audit-source-freeze"], root, env)
+    result = run([*PRE_COMMIT, "run", "audit-source-freeze", "--hook-stage", "manual"], root, env)
     assert result.returncode == 1, result.stdout
     assert (
         "pre-commit stashed unstaged changes inside the source tree while hooks run"
@@ -186,3 +186,77 @@ def test_hook_install_refuses_an_interpreter_that_cannot_import_gates_isolated(
     assert done.returncode == 2, done.stdout + done.stderr
     assert "-I does not import this gates" in done.stderr
     assert not (ws.root / ".git/hooks/pre-push").exists()
+
+
+DOCUMENTED_CONFIG = """repos:
+  - repo: {url}
+    rev: {rev}
+    hooks:
+      - id: audit-source-freeze-system
+"""
+
+
+def test_the_documented_pre_push_setup_judges_the_pushed_commit(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """docs/hooks.md as written: the `-system` freeze hook at pre-push with the real
+    pre-commit and a real `git push`; an edit in progress does not block a push of a frozen
+    commit, a committed source change does, and no commit is blocked by it."""
+    root = tmp_path / "port"
+    repo = make_repo(root)
+    rev = subprocess.run(
+        ["git", "-C", str(REPO_ROOT), "rev-parse", "HEAD"],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.strip()
+    write(
+        root,
+        ".pre-commit-config.yaml",
+        DOCUMENTED_CONFIG.format(url=f"file://{REPO_ROOT}", rev=rev),
+    )
+    assert run_gates(capsys, "-C", str(root), "init").code == 0
+    pin = commit_all(repo, "governance and hooks")
+    assert run_gates(capsys, "-C", str(root), "freeze", "pin", pin).code == 0
+    commit_all(repo, "pin")
+    remote = tmp_path / "remote.git"
+    subprocess.run(["git", "init", "-q", "--bare", str(remote)], check=True)
+    repo.git.remote("add", "origin", str(remote))
+    env = {
+        **os.environ,
+        "PRE_COMMIT_HOME": str(tmp_path / "pre-commit-home"),
+        "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}",
+    }
+    env.pop("PRE_COMMIT", None)
+    installed = run([*PRE_COMMIT, "install", "--hook-type", "pre-push"], root, env)
+    assert installed.returncode == 0, installed.stdout + installed.stderr
+    assert not (root / ".git/hooks/pre-commit").exists(), "nothing runs at every commit"
+
+    write(root, "paddleformers/glm/modeling.py", "def forward(x):\n    return x + 1\n")
+    push = run(["git", "push", "-q", "origin", "main"], root, env)
+    assert push.returncode == 0, push.stdout + push.stderr  # the edit in progress is not pushed
+
+    commit_all(repo, "change the model")
+    push = run(["git", "push", "-q", "origin", "main"], root, env)
+    assert push.returncode != 0
+    out = push.stdout + push.stderr
+    assert "verdict=blocked" in out
+    assert "source tree differs from the pin's in 1 path(s): paddleformers/glm/modeling.py" in out
+
+
+def test_init_sets_up_policy_and_trust_and_has_git_ignore_local_state(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    root = tmp_path / "port"
+    repo = make_repo(root)
+    before = (root / ".gitignore").read_text()
+    assert run_gates(capsys, "-C", str(root), "init").code == 0
+    text = (root / "gates.toml").read_text()
+    assert "# [policy]\n# ref = " in text and "# [trust]\n" in text
+    assert (root / ".gitignore").read_text() == before, "the source .gitignore is not edited"
+    write(root, ".gates/cache/stat.json", "{}")
+    assert repo.git.status("--porcelain", "--untracked-files=all", ".gates") == ""
+    monkeypatch.delenv("GATES_TRUST")
+    installed = run_gates(capsys, "-C", str(root), "hook", "install")
+    assert installed.code == 0
+    assert "[policy] ref is empty" in installed.out and "no trust anchors" in installed.out

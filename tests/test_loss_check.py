@@ -116,9 +116,9 @@ def test_99_against_100_steps(ws: Workspace, capsys: pytest.CaptureFixture[str])
 @pytest.mark.parametrize(
     ("text", "problem"),
     [
-        ('{"losses": [1.5, NaN]}', "NaN is not valid JSON"),
-        ('{"losses": [1.5, Infinity]}', "Infinity is not valid JSON"),
-        ('{"losses": [1.5, -Infinity]}', "-Infinity is not valid JSON"),
+        ('{"losses": [1.5, NaN]}', "$.losses[1]: NaN is not finite"),
+        ('{"losses": [1.5, Infinity]}', "$.losses[1]: Infinity is not finite"),
+        ('{"losses": [1.5, -Infinity]}', "$.losses[1]: -Infinity is not finite"),
         ('{"losses": ["11.811029434204102"]}', "$.losses[0]: '11.811029434204102' is not a number"),
         ('{"losses": [true]}', "$.losses[0]: True is not a number"),
         ('{"losses": []}', "non-empty array"),
@@ -297,3 +297,19 @@ def test_loss_path_outside_the_workspace_is_refused(
     result = ws.gates(capsys, "check", "loss", str(outside), CAND)
     assert result.code == 2
     assert "outside the workspace" in result.err
+
+
+def test_float32_losses_are_measured_in_float32_ulps(
+    ws: Workspace, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A float32 loss recorded through float(): one float32 ULP apart is 1, not 2**29."""
+    value = 11.811029434204102  # a float32 value, as float(loss) of a float32 tensor gives
+    above = struct.unpack(
+        "<f", struct.pack("<i", struct.unpack("<i", struct.pack("<f", value))[0] + 1)
+    )[0]
+    pair(ws, [value, value], [value, above])
+    _, figures, _ = check(ws, capsys, REF, CAND, "--required-steps", "2")
+    assert (figures["max_ulp"], figures["ulp_dtype"]) == (1, "float32")
+    pair(ws, [value, value], [value, math.nextafter(value, math.inf)])  # not a float32
+    _, figures, _ = check(ws, capsys, REF, CAND, "--required-steps", "2")
+    assert (figures["max_ulp"], figures["ulp_dtype"]) == (1, "float64")

@@ -14,7 +14,14 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import GLM_PROFILE, RUN_ENV, Workspace, profile_args, write
+from tests.conftest import (
+    GLM_PROFILE,
+    RUN_ENV,
+    Workspace,
+    declare_entrypoints,
+    profile_args,
+    write,
+)
 from tests.lossgen import train_losses, write_loss_json
 
 GOLDEN = Path(__file__).parent / "golden"
@@ -349,3 +356,69 @@ def test_github_annotations(seeded: Workspace, capsys: pytest.CaptureFixture[str
         "::error file=contracts/manifest-format-key.toml,"
         "title=contract_environment.manifest-format-key::"
     )
+
+
+def test_claims_skip_the_status_block_and_read_past_a_full_stop(
+    ws: Workspace, capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    record(ws, capsys, "paddle", 11.811029434204102)
+    body = tmp_path / "pr.md"  # outside the source tree, as the README writes it
+    body.write_text("The first loss was 11.811029434204102. weights_loaded=true.\n")
+    assert ws.gates(capsys, "status", "--pr-body", str(body)).code in (0, 1)
+    assert "<!-- gates:status -->" in body.read_text()
+    claims = json.loads(ws.gates(capsys, "claims", "check", str(body), "--format", "json").out)
+    assert {c["text"]: c["backed"] for c in claims} == {
+        "11.811029434204102": True,
+        "weights_loaded=true.": True,
+    }, "only the author's own lines are claims; a sentence's full stop is not part of a value"
+    body.write_text(body.read_text() + "Also max_diff=3.57e-07.\n")
+    claims = json.loads(ws.gates(capsys, "claims", "check", str(body), "--format", "json").out)
+    assert {c["text"]: c["backed"] for c in claims}["max_diff=3.57e-07."] is False
+
+
+def test_explain_takes_a_short_id_and_fills_in_the_declared_entrypoints(
+    ws: Workspace, capsys: pytest.CaptureFixture[str]
+) -> None:
+    declare_entrypoints(ws.root)
+    for given in ("results-schema-and-provenance", "results-schema"):
+        result = ws.gates(capsys, "explain", given)
+        assert result.out.startswith("acceptance_oracle.results-schema-and-provenance: "), given
+    lines = result.out.splitlines()
+    assert "  $ gates run --framework torch -- python trainer/train.py" in lines
+    assert "  $ gates run --framework paddle -- python trainer/train.py" in lines
+    assert "<reference entrypoint>" not in result.out
+    entry = json.loads(ws.gates(capsys, "explain", "results-schema", "--format", "json").out)
+    assert "gates run --framework torch -- python trainer/train.py" in entry["remediation"]
+    ambiguous = ws.gates(capsys, "explain", "contract_environment")
+    assert ambiguous.code == 2
+    assert "names more than one contract" in ambiguous.err
+
+
+def test_the_evidence_table_puts_the_side_results_before_the_repeats(
+    ws: Workspace, capsys: pytest.CaptureFixture[str]
+) -> None:
+    for index in range(14):  # repeats sort before results/ by name, and fill the table
+        write_loss_json(ws.root / f"experiments/a-repeat-{index:02}/loss.json", [1.5, 1.25])
+        ws.gates(
+            capsys,
+            "receipt",
+            "create",
+            "--kind",
+            "loss",
+            "--subject",
+            f"experiments/a-repeat-{index:02}/loss.json",
+            "--framework",
+            "paddle",
+        )
+    record(ws, capsys, "torch", 11.821396827697754)
+    record(ws, capsys, "paddle", 11.811029434204102)
+    block = ws.gates(capsys, "status").out
+    rows = [line for line in block.splitlines() if line.startswith("| `")]
+    receipts = [row.split("`")[1] for row in rows if "receipt.json" in row.split("`")[1]]
+    assert receipts[:4] == [
+        "results/paddle/loss.receipt.json",
+        "results/torch/loss.receipt.json",
+        "results/paddle/env.receipt.json",
+        "results/torch/env.receipt.json",
+    ]
+    assert "more" in block

@@ -283,3 +283,49 @@ def test_steps_text_ledger_shows_bits(ws: Workspace, capsys: pytest.CaptureFixtu
     step_one = next(line for line in lines if line.strip().startswith("1 "))
     assert repr(losses[0]) in step_one
     assert step_one.rstrip().endswith("yes")
+
+
+def test_the_ledger_shows_the_first_divergence_past_its_limit(
+    ws: Workspace, capsys: pytest.CaptureFixture[str]
+) -> None:
+    record_side(ws, capsys, "torch", train_losses(100))
+    record_side(ws, capsys, "paddle", train_losses(100, diverge_at=40))
+    result = ws.gates(capsys, "steps", "--limit", "3")
+    lines = result.out.splitlines()
+    last = lines[-1]
+    assert last.endswith("(first divergence)") and last.split()[0] == "40", result.out
+    assert lines[-2].strip() == "..."
+    steps = json.loads(ws.gates(capsys, "steps", "--limit", "3", "--format", "json").out)
+    assert steps["first_divergence"]["step"] == 40
+    assert steps["first_divergence"]["reference_bits"] in last
+    assert steps["first_divergence"]["candidate_bits"] in last
+
+
+def test_more_identical_steps_than_required_are_capped_and_explained(
+    ws: Workspace, capsys: pytest.CaptureFixture[str]
+) -> None:
+    path = ws.root / "contracts/results-schema-and-provenance.toml"
+    path.write_text(path.read_text().replace("required_steps = 100", "required_steps = 5"))
+    losses = train_losses(6)
+    record_side(ws, capsys, "torch", losses)
+    record_side(ws, capsys, "paddle", losses)
+    steps = json.loads(ws.gates(capsys, "steps", "--format", "json").out)
+    assert (steps["formal_alignment_steps"], steps["required_steps"]) == (5, 5)
+    assert "bit-identical for all 6 common steps" in steps["why"]
+    assert "the contract asks 5, so 5 / 5 are counted" in steps["why"]
+
+
+def test_steps_fail_while_a_receipt_is_rejected(
+    ws: Workspace, capsys: pytest.CaptureFixture[str]
+) -> None:
+    losses = train_losses(100)
+    record_side(ws, capsys, "torch", losses)
+    record_side(ws, capsys, "paddle", losses)
+    assert ws.gates(capsys, "steps").code == 0
+    write(ws.root, "results/paddle/stray.receipt.json", "{}")
+    result = ws.gates(capsys, "steps")
+    assert result.code == 1
+    assert "formal_alignment_steps = 100 / 100" in result.out
+    assert "cannot stand: 1 receipt(s) rejected (results/paddle/stray.receipt.json)" in result.out
+    steps = json.loads(ws.gates(capsys, "steps", "--format", "json").out)
+    assert steps["rejected"] == ["results/paddle/stray.receipt.json"]

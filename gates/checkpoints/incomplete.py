@@ -45,7 +45,9 @@ def truncation(path: Path) -> str | None:
             if length > _MAX_HEADER or 8 + length > size:
                 return None
             document = json.loads(handle.read(length))
-    except (OSError, ValueError):
+    except (OSError, ValueError, RecursionError):
+        return None
+    if not isinstance(document, dict):  # valid JSON, not a header: the layout check names it
         return None
     ends = [
         info["data_offsets"][1]

@@ -27,6 +27,8 @@ from gates.errors import GatesError
 
 DEFAULT_TIMEOUT_S = 7200.0
 POLL_S = 0.2
+#: how long rank 0, after publishing the verdict, waits for the ranks that reported to read it
+ACK_TIMEOUT_S = 60.0
 _NAMESPACE = "gates/checkpoint-check"
 
 
@@ -214,17 +216,41 @@ class Exchange:
                 reports[rank] = RankReport(rank, "", "", [], error=f"unreadable report: {exc}")
         return reports
 
-    def publish_verdict(self, code: int) -> None:
+    def publish_verdict(self, code: int, ack_timeout_s: float = ACK_TIMEOUT_S) -> None:
+        """Rank 0: the exit code for every rank; then wait until every rank that reported has
+        read it, because rank 0 hosts the store and its exit closes it under the others."""
         self.store.set(f"{self.prefix}/verdict", str(code))
         self.store.add(f"{self.prefix}/decided", 1)
+        others = range(1, self.world.size)
+        waiting = {r for r in others if self._arrived(f"{self.prefix}/reported/{r}")}
+        deadline = time.monotonic() + ack_timeout_s
+        while waiting and time.monotonic() < deadline:
+            waiting = {r for r in waiting if not self._arrived(f"{self.prefix}/acknowledged/{r}")}
+            if waiting:
+                time.sleep(POLL_S / 4)
+
+    def leave_without_verdict(self) -> None:
+        """A rank that reported its failure and leaves now: rank 0 need not wait for it."""
+        self.store.add(f"{self.prefix}/acknowledged/{self.world.rank}", 1)
 
     def await_verdict(self, timeout_s: float) -> int | None:
-        """Other ranks: rank 0's exit code, or None when it did not decide in time."""
+        """Other ranks: rank 0's exit code (acknowledged, so rank 0 may leave), or None when it
+        did not decide in time. Losing the store is one line naming this rank."""
         deadline = time.monotonic() + timeout_s
-        while time.monotonic() < deadline:
-            if self._arrived(f"{self.prefix}/decided"):
-                return int(self.store.get(f"{self.prefix}/verdict"))
-            time.sleep(POLL_S)
+        try:
+            while time.monotonic() < deadline:
+                if self._arrived(f"{self.prefix}/decided"):
+                    code = int(self.store.get(f"{self.prefix}/verdict"))
+                    self.store.add(f"{self.prefix}/acknowledged/{self.world.rank}", 1)
+                    return code
+                time.sleep(POLL_S)
+        except Exception as exc:  # noqa: BLE001  (the store's client raises several types)
+            first = (str(exc).strip().splitlines() or [""])[0]
+            raise RanksError(
+                f"rank {self.world.rank} lost the job's store before it read rank 0's verdict "
+                f"({type(exc).__name__}: {first})",
+                hint="rank 0's output has the verdict; see its workerlog.0",
+            ) from None
         return None
 
 

@@ -2,7 +2,8 @@
 
 Figures (docs/losses.md): length_match, enough_steps, consistent_steps (steps whose
 float64 bits are identical), first_divergence_step, max_diff, max_ulp,
-bit_exact_required_steps. -0.0 and 0.0 differ (1 ULP apart here).
+bit_exact_required_steps. -0.0 and 0.0 differ (1 ULP apart here). max_ulp counts units of
+the losses' source dtype (ulp_dtype): float32 when every loss is exactly a float32.
 """
 
 from __future__ import annotations
@@ -13,9 +14,24 @@ from dataclasses import dataclass
 from gates.losses import LossSeries
 
 _SIGN = 1 << 63
-
-
+_SIGN32 = 1 << 31
 _PREFIX_BLOCK = 1 << 16
+
+
+def _exactly_float32(values: array[float]) -> bool:
+    """Every loss is exactly a float32 (a float32 loss written as float64, as
+    `float(loss)` of a float32 tensor gives)."""
+    import numpy as np  # noqa: PLC0415 - the audit's warm path imports no numpy
+
+    doubles = np.frombuffer(values, dtype=np.float64)
+    with np.errstate(over="ignore", invalid="ignore"):
+        singles = doubles.astype(np.float32)
+    return bool(np.array_equal(singles, doubles))
+
+
+def source_dtype(*series: array[float]) -> str:
+    """`float32` when every loss of every series is exactly a float32, else `float64`."""
+    return "float32" if all(_exactly_float32(values) for values in series) else "float64"
 
 
 def bit_identical_prefix(a: array[float], b: array[float]) -> int:
@@ -53,6 +69,7 @@ class LossComparison:
     max_diff: float
     max_ulp: int
     bit_exact_required_steps: bool
+    ulp_dtype: str
     reference_rounded: bool
     candidate_rounded: bool
 
@@ -71,6 +88,7 @@ class LossComparison:
             "first_divergence_step": self.first_divergence_step,
             "max_diff": self.max_diff,
             "max_ulp": self.max_ulp,
+            "ulp_dtype": self.ulp_dtype,
             "bit_exact_required_steps": self.bit_exact_required_steps,
             "reference_rounded": self.reference_rounded,
             "candidate_rounded": self.candidate_rounded,
@@ -79,7 +97,7 @@ class LossComparison:
 
 
 def _differing_figures(
-    ref: array[float], cand: array[float], start: int, end: int
+    ref: array[float], cand: array[float], start: int, end: int, *, single: bool
 ) -> tuple[int, float, int]:
     """Over steps start..end-1: how many are bit-identical, max |a-b| and max ULP distance
     of the others. Vectorised (numpy loads only when the series differ)."""
@@ -95,9 +113,12 @@ def _differing_figures(
     a, b, a_bits, b_bits = a[differ], b[differ], a_bits[differ], b_bits[differ]
     with np.errstate(over="ignore", invalid="ignore"):
         max_diff = float(np.max(np.abs(a - b)))
+    if single:  # ULPs of the losses' source dtype: float32 losses one ULP apart read 1
+        a_bits = a.astype(np.float32).view(np.int32).astype(np.int64)
+        b_bits = b.astype(np.float32).view(np.int32).astype(np.int64)
     # Bit patterns mapped to integers in numeric order: positive floats keep their bits,
     # negative ones go below zero, -0.0 to -1, so -0.0 and 0.0 are 1 ULP apart here.
-    magnitude = np.int64(_SIGN - 1)
+    magnitude = np.int64((_SIGN32 if single else _SIGN) - 1)
     a_ord = np.where(a_bits >= 0, a_bits, -(a_bits & magnitude) - 1)
     b_ord = np.where(b_bits >= 0, b_bits, -(b_bits & magnitude) - 1)
     # |a - b| can exceed int64 (opposite signs); in uint64 it wraps back to the exact value
@@ -112,9 +133,11 @@ def compare_losses(
     ref, cand = reference.values, candidate.values
     common = min(len(ref), len(cand))
     prefix = bit_identical_prefix(ref, cand)
+    dtype = source_dtype(ref, cand)
     consistent, max_diff, max_ulp = prefix, 0.0, 0
     if prefix < common:
-        identical, max_diff, max_ulp = _differing_figures(ref, cand, prefix, common)
+        figures = _differing_figures(ref, cand, prefix, common, single=dtype == "float32")
+        identical, max_diff, max_ulp = figures
         consistent += identical
     comparable = not (reference.rounded or candidate.rounded)
     enough = min(len(ref), len(cand)) >= required_steps
@@ -129,6 +152,7 @@ def compare_losses(
         first_divergence_step=prefix + 1 if prefix < max(len(ref), len(cand)) else None,
         max_diff=max_diff,
         max_ulp=max_ulp,
+        ulp_dtype=dtype,
         bit_exact_required_steps=comparable and enough and prefix >= required_steps,
         reference_rounded=reference.rounded,
         candidate_rounded=candidate.rounded,

@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import json
+
 from gates import exitcodes
 from gates.commands import Echo
 from gates.engine import AuditResult, run_audit
+from gates.errors import GatesError
 from gates.reporters import REPORTERS
 from gates.workspace import Workspace
 
@@ -19,3 +22,22 @@ def audit(workspace: Workspace, *, output_format: str, echo: Echo) -> int:
     result = run_audit(workspace)
     echo(REPORTERS[output_format](result))
     return exit_code(result)
+
+
+def error_document(error: Exception) -> str:
+    """`--format json` when nothing could be judged (exit 2): the same one document, with
+    verdict `error` and the one-line reason that stderr also gets."""
+    if isinstance(error, GatesError):
+        reason = error.one_line()
+    else:
+        reason = f"internal error: {type(error).__name__}: {error}"
+    return json.dumps(
+        {
+            "verdict": "error",
+            "error": reason,
+            "blockers": [reason],
+            "contracts": [],
+            "receipts": [],
+        },
+        ensure_ascii=False,
+    )

@@ -148,6 +148,8 @@ def check_by_ranks(
         exchange.report(RankReport(world.rank, folder, "", [], error=exc.one_line()))
         if world.rank == 0:
             exchange.publish_verdict(exitcodes.ERROR)
+        else:
+            exchange.leave_without_verdict()
         raise
     checkpoint, findings, incomplete = inspect_checkpoint(location.path)
     report = CheckpointReport(location.label, checkpoint, findings, {}, (), incomplete)

@@ -1,6 +1,6 @@
 """`audit_source_freeze.py` / `audit-source-freeze`: the freeze check alone.
 
-Usage: audit-source-freeze [-C WORKSPACE] [--json]. Exit 0 pass, 1 blocked, 2 error.
+Usage: audit-source-freeze [-C WORKSPACE] [--json] [--ref REF]. Exit 0 pass, 1 blocked, 2 error.
 """
 
 from __future__ import annotations
@@ -16,6 +16,10 @@ from gates.commands.freeze import show_settings
 from gates.errors import GatesError
 from gates.freeze_settings import CONFIG_NAME, find_root, load_freeze_settings
 
+#: What pre-commit sets at pre-push: the local commit being pushed, or (a first push, whose
+#: history the remote lacks from its root) the local branch being pushed (docs/hooks.md).
+PUSHED_REF_VARIABLES = ("PRE_COMMIT_TO_REF", "PRE_COMMIT_LOCAL_BRANCH")
+
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
@@ -29,9 +33,19 @@ def main(argv: list[str] | None = None) -> int:
         metavar="REF",
         help="protected ref whose [freeze] settings judge (default: GATES_POLICY_REF, gates.toml)",
     )
+    parser.add_argument(
+        "--ref",
+        metavar="REF",
+        help="judge the commit REF names, not the worktree (default at pre-push under "
+        "pre-commit: the commit being pushed, PRE_COMMIT_TO_REF or PRE_COMMIT_LOCAL_BRANCH)",
+    )
     args = parser.parse_args(argv)
     try:
         root = find_root(Path(args.workspace))
+        pushed = (os.environ.get(name) for name in PUSHED_REF_VARIABLES)
+        ref = args.ref or next((value for value in pushed if value), None)
+        if ref:
+            return _show_ref(root, ref, as_json=args.json)
         if _names_a_policy_ref(root, args.policy_ref):
             return _show_protected(root, args.policy_ref, as_json=args.json)
         return show_settings(root, load_freeze_settings(root), as_json=args.json, echo=print)
@@ -61,6 +75,15 @@ def _show_protected(root: Path, option: str | None, *, as_json: bool) -> int:
 
     workspace, _ = govern(open_workspace(root), ref_option=option, with_anchors=False)
     return show(workspace, as_json=as_json, echo=print)
+
+
+def _show_ref(root: Path, ref: str, *, as_json: bool) -> int:
+    from gates.commands.freeze import render_freeze  # noqa: PLC0415
+    from gates.freeze_ref import evaluate_freeze_at  # noqa: PLC0415
+
+    report = evaluate_freeze_at(root, ref, load_freeze_settings(root))
+    print(render_freeze(report, as_json=as_json))
+    return exitcodes.OK if report.verdict == "pass" else exitcodes.BLOCKED
 
 
 def run() -> None:

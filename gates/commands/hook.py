@@ -3,6 +3,7 @@ that do not use the pre-commit framework."""
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 import tempfile
@@ -84,6 +85,16 @@ def install(workspace: Workspace, stage: str, *, force: bool, echo: Echo) -> int
     path.write_text(hook_script(sys.executable), encoding="utf-8")
     path.chmod(0o755)
     echo(f"installed {path}: runs `gates audit` at {stage}")
+    if not workspace.config.policy.ref:
+        echo(
+            "note: gates.toml [policy] ref is empty, so this audit is judged by the worktree's "
+            'own policy (UNPROTECTED): set it, e.g. ref = "origin/main" (docs/trust.md)'
+        )
+    if not (workspace.config.trust.ref or os.environ.get("GATES_TRUST")):
+        echo(
+            "note: no trust anchors ([trust] ref + path, or GATES_TRUST): nothing can be "
+            "formal until they are set (docs/trust.md)"
+        )
     return exitcodes.OK
 
 

@@ -41,7 +41,21 @@ dir = "contracts"
 # code and the shared code equal the policy ref's; empty: all code is shared.
 reference = []
 candidate = []
+# Once this policy is on the branch PRs merge into, name it here (uncomment), so
+# that the PR under audit cannot edit the rules that judge it (docs/trust.md).
+# Unset: the worktree's own policy judges, and every report says UNPROTECTED.
+# [policy]
+# ref = "origin/main"
+
+# The trust anchors (signers and the frameworks each may sign), read from a
+# protected ref; or GATES_TRUST / --trust naming a file outside the repository.
+# [trust]
+# ref = "origin/main"
+# path = "governance/trust.toml"
 """
+
+#: gates' caches and local state; `gates init` has git ignore it.
+LOCAL_STATE = ".gates"
 
 
 def render_config(pin: str) -> str:
@@ -64,10 +78,25 @@ def init(root: Path, *, pin: str | None, force: bool, echo: Echo) -> int:
     target = root / "contracts"
     copied = _copy_contracts(target, force=force)
     write_text_atomic(config_path, text)
+    ignored = _ignore_local_state(root)
     echo(f"wrote {CONFIG_NAME} (pin={sha or 'unset'}) and {copied} contract(s) in contracts/")
+    if ignored:
+        echo(f"wrote {LOCAL_STATE}/.gitignore: git ignores gates' caches and local state")
     if not sha:
         echo("next: `gates freeze pin <commit>` to set the source freeze")
+    echo("next: once the policy is on main, uncomment [policy] (and [trust]) in gates.toml")
     return exitcodes.OK
+
+
+def _ignore_local_state(root: Path) -> bool:
+    """`.gates/.gitignore` holding `*`: git ignores gates' caches and local state without an
+    edit to the repository's own .gitignore (which is source, under the freeze)."""
+    path = root / LOCAL_STATE / ".gitignore"
+    if path.is_file():
+        return False
+    path.parent.mkdir(exist_ok=True)
+    write_text_atomic(path, "# gates' caches and local state (written by `gates init`)\n*\n")
+    return True
 
 
 def _copy_contracts(target: Path, *, force: bool) -> int:

@@ -4,11 +4,13 @@ from __future__ import annotations
 
 import json
 import struct
+from collections.abc import Sequence
 
 from gates import exitcodes
 from gates.alignment import Alignment
 from gates.commands import Echo
 from gates.engine import run_audit
+from gates.receipts.verify import Status
 from gates.tensors.progress import Progress, tensor_progress
 from gates.workspace import Workspace
 
@@ -18,6 +20,19 @@ def float_bits(value: float) -> str:
     return "0x" + struct.pack(">d", value).hex()
 
 
+def _row(ref: Sequence[float], cand: Sequence[float], index: int) -> dict[str, object]:
+    a = ref[index] if index < len(ref) else None
+    b = cand[index] if index < len(cand) else None
+    return {
+        "step": index + 1,
+        "reference": a,
+        "reference_bits": float_bits(a) if a is not None else None,
+        "candidate": b,
+        "candidate_bits": float_bits(b) if b is not None else None,
+        "equal": a is not None and b is not None and float_bits(a) == float_bits(b),
+    }
+
+
 def ledger(alignment: Alignment, limit: int) -> list[dict[str, object]]:
     """Step by step, the pair that sets the number: values, bit patterns, equal or not."""
     pair = alignment.chosen
@@ -25,21 +40,18 @@ def ledger(alignment: Alignment, limit: int) -> list[dict[str, object]]:
         return []
     ref, cand = pair.reference_series.values, pair.candidate_series.values
     count = max(len(ref), len(cand))
-    rows: list[dict[str, object]] = []
-    for index in range(count if limit <= 0 else min(count, limit)):
-        a = ref[index] if index < len(ref) else None
-        b = cand[index] if index < len(cand) else None
-        rows.append(
-            {
-                "step": index + 1,
-                "reference": a,
-                "reference_bits": float_bits(a) if a is not None else None,
-                "candidate": b,
-                "candidate_bits": float_bits(b) if b is not None else None,
-                "equal": a is not None and b is not None and float_bits(a) == float_bits(b),
-            }
-        )
-    return rows
+    return [_row(ref, cand, index) for index in range(count if limit <= 0 else min(count, limit))]
+
+
+def first_divergence(alignment: Alignment) -> dict[str, object] | None:
+    """The first step whose bits differ (or that one side lacks), with both bit patterns."""
+    pair = alignment.chosen
+    if pair is None:
+        return None
+    ref, cand = pair.reference_series.values, pair.candidate_series.values
+    if pair.prefix >= max(len(ref), len(cand)):
+        return None
+    return _row(ref, cand, pair.prefix)
 
 
 def tensor_object(progress: Progress | None) -> dict[str, object] | None:
@@ -61,7 +73,10 @@ def tensor_line(progress: Progress | None) -> str | None:
 
 
 def steps_object(
-    alignment: Alignment, limit: int, progress: Progress | None = None
+    alignment: Alignment,
+    limit: int,
+    progress: Progress | None = None,
+    rejected: Sequence[str] = (),
 ) -> dict[str, object]:
     pair = alignment.chosen
     return {
@@ -72,14 +87,26 @@ def steps_object(
         "reference": pair.reference.path if pair else None,
         "candidate": pair.candidate.path if pair else None,
         "ledger": ledger(alignment, limit),
+        "first_divergence": first_divergence(alignment),
+        "rejected": list(rejected),
     }
 
 
-def render_text(alignment: Alignment, limit: int, progress: Progress | None = None) -> str:
+def render_text(
+    alignment: Alignment,
+    limit: int,
+    progress: Progress | None = None,
+    rejected: Sequence[str] = (),
+) -> str:
     lines = [
         f"formal_alignment_steps = {alignment.steps} / {alignment.required}",
         f"why: {alignment.why}",
     ]
+    if rejected:
+        lines.append(
+            f"cannot stand: {len(rejected)} receipt(s) rejected ({', '.join(rejected[:5])}); "
+            "`gates audit` says why"
+        )
     tensors = tensor_line(progress)
     if tensors:
         lines.append(tensors)
@@ -89,13 +116,22 @@ def render_text(alignment: Alignment, limit: int, progress: Progress | None = No
         lines.append(
             f"{'STEP':>6}  {'REFERENCE':<24} {'BITS':<18}  {'CANDIDATE':<24} {'BITS':<18}  EQUAL"
         )
-        for row in rows:
-            lines.append(
-                f"{row['step']:>6}  {_cell(row['reference'])} {row['reference_bits'] or '-':<18}  "
-                f"{_cell(row['candidate'])} {row['candidate_bits'] or '-':<18}  "
-                f"{'yes' if row['equal'] else 'no'}"
-            )
+        lines += [_text_row(row) for row in rows]
+        diverged = first_divergence(alignment)
+        if diverged is not None and diverged not in rows:
+            lines.append(f"{'...':>6}")
+            lines.append(_text_row(diverged) + "  (first divergence)")
+        elif diverged is not None:
+            lines.append(f"first divergence: step {diverged['step']}")
     return "\n".join(lines)
+
+
+def _text_row(row: dict[str, object]) -> str:
+    return (
+        f"{row['step']:>6}  {_cell(row['reference'])} {row['reference_bits'] or '-':<18}  "
+        f"{_cell(row['candidate'])} {row['candidate_bits'] or '-':<18}  "
+        f"{'yes' if row['equal'] else 'no'}"
+    )
 
 
 def _cell(value: object) -> str:
@@ -103,14 +139,16 @@ def _cell(value: object) -> str:
 
 
 def steps(workspace: Workspace, *, limit: int | None, as_json: bool, echo: Echo) -> int:
-    """Exit 0 when formal_alignment_steps reaches the required steps, else 1."""
+    """Exit 0 when formal_alignment_steps reaches the required steps and no receipt is
+    rejected (a rejected input may be what the count should have used), else 1."""
     result = run_audit(workspace)
     alignment = result.alignment
     progress = tensor_progress(result.contracts)
     rows = alignment.required if limit is None else limit
+    rejected = [j.path for j in result.receipts if j.status is Status.REJECTED]
     if as_json:
-        echo(json.dumps(steps_object(alignment, rows, progress), indent=2))
+        echo(json.dumps(steps_object(alignment, rows, progress, rejected), indent=2))
     else:
-        echo(render_text(alignment, rows, progress))
-    met = alignment.required > 0 and alignment.steps >= alignment.required
+        echo(render_text(alignment, rows, progress, rejected))
+    met = alignment.required > 0 and alignment.steps >= alignment.required and not rejected
     return exitcodes.OK if met else exitcodes.BLOCKED

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import tomllib
 from dataclasses import dataclass
 from pathlib import Path
@@ -55,11 +56,33 @@ def is_contract_name(name: str) -> bool:
 def read_folder(folder: Path) -> list[tuple[Path, bytes | None]]:
     """The contract files of a worktree folder with their bytes (None: a symlink, refused)."""
     found: list[tuple[Path, bytes | None]] = []
+    if not os.access(folder, os.R_OK | os.X_OK):
+        return [(folder, None)]  # parse_contracts: the folder cannot be read
     for path in sorted(folder.glob(CONTRACT_GLOB)):
         if not is_contract_name(path.name):
             continue
-        found.append((path, None if path.is_symlink() else path.read_bytes()))
+        found.append((path, None if path.is_symlink() else _read_or_none(path)))
     return found
+
+
+def _read_or_none(path: Path) -> bytes | None:
+    """The file's bytes; None when it cannot be read (parse_contracts says why)."""
+    try:
+        return path.read_bytes()
+    except OSError:
+        return None
+
+
+def _unreadable_reason(path: Path) -> str:
+    if path.is_dir():
+        return f"contracts folder cannot be read (make it readable: chmod u+rx {path})"
+    if path.is_symlink():
+        return "contract file is a symlink"
+    try:
+        path.read_bytes()
+    except OSError as exc:
+        return f"contract file cannot be read: {exc.strerror} (make it readable)"
+    return "contract file cannot be read"
 
 
 def load_contracts(folder: Path) -> tuple[list[tuple[Path, ContractSpec]], list[ContractFileError]]:
@@ -78,7 +101,7 @@ def parse_contracts(
     seen: dict[str, Path] = {}
     for path, data in files:
         if data is None:
-            errors.append(ContractFileError(path, "contract file is a symlink"))
+            errors.append(ContractFileError(path, _unreadable_reason(path)))
             continue
         try:
             spec = parse_contract(data)

@@ -29,7 +29,7 @@ CHECK = "results_schema_and_provenance"
 class Params(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
-    required_steps: StrictInt = Field(default=100, ge=0)
+    required_steps: StrictInt = Field(default=100, ge=1)  # 0 would pass vacuously
     reference: str = "results/torch"
     candidate: str = "results/paddle"
     required_files: tuple[str, ...] = ("loss.json", "env.json")

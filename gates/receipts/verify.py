@@ -74,7 +74,10 @@ def read_receipt(
         raise ReceiptRejectedError(
             f"receipt is {info.st_size} bytes, over the {MAX_RECEIPT_BYTES} limit"
         )
-    data = path.read_bytes()
+    try:
+        data = path.read_bytes()
+    except OSError as exc:
+        raise ReceiptRejectedError(f"receipt cannot be read: {exc.strerror}") from None
     known_id = cache.lookup("receipts", relpath, info) if cache else None
     if known_id is not None:
         # Unchanged since it passed every check, duplicate keys included.
@@ -148,7 +151,13 @@ def check_subjects(
             raise ReceiptRejectedError(
                 f"subject {subject.path} changed: {info.st_size} bytes, receipt says {subject.size}"
             )
-        if cache.digest(subject.path, path, info).sha256 != subject.sha256:
+        try:
+            digest = cache.digest(subject.path, path, info).sha256
+        except OSError as exc:
+            raise ReceiptRejectedError(
+                f"subject {subject.path} cannot be read: {exc.strerror}"
+            ) from None
+        if digest != subject.sha256:
             raise ReceiptRejectedError(
                 f"subject {subject.path} changed: sha256 differs from the receipt"
             )
@@ -168,14 +177,18 @@ class JudgingContext:
 
 
 def judge(context: JudgingContext, relpath: str) -> Judgement:
+    receipt: Receipt | None = None
     try:
         receipt = read_receipt(context.root, relpath, context.cache, context.checked_dirs)
         check_subjects(context.root, receipt, context.cache, context.checked_dirs, context.external)
     except ReceiptRejectedError as exc:
-        return Judgement(relpath, None, Status.REJECTED, str(exc))
+        # a file that reads as a receipt keeps its id, kind and stamp in the report
+        return Judgement(relpath, receipt, Status.REJECTED, str(exc))
+    except RecursionError:
+        return Judgement(relpath, None, Status.REJECTED, "receipt is nested too deeply to read")
     attestation = attest(context, relpath, receipt)
     if attestation.state is Attested.TAMPERED:
-        return Judgement(relpath, None, Status.REJECTED, attestation.reason)
+        return Judgement(relpath, receipt, Status.REJECTED, attestation.reason)
     signer = attestation.signer.name if attestation.signer else None
     if attestation.state is not Attested.TRUSTED:
         return Judgement(relpath, receipt, Status.PROBE, attestation.reason, signer)

@@ -15,9 +15,12 @@ import json
 from pathlib import Path
 from typing import Any
 
-from gates.contracts.model import DischargeStatus
-from gates.engine import AuditResult
+from gates.alignment import LOSS_KINDS
+from gates.contracts import results_schema_and_provenance as results_contract
+from gates.contracts.model import DischargeStatus, EvaluationError
+from gates.engine import AuditResult, results_spec
 from gates.losses import LossFileError, read_losses
+from gates.paths import is_under
 from gates.receipts.model import ArtifactKind, Framework
 from gates.receipts.verify import Judgement, Status
 from gates.tensors.progress import tensor_progress
@@ -49,7 +52,7 @@ def _load(root: Path, judgement: Judgement) -> Any:
         return None
     try:
         return json.loads((root / receipt.subjects[0].path).read_bytes())
-    except (OSError, ValueError):
+    except (OSError, ValueError, RecursionError):  # unreadable or too deep: no figures
         return None
 
 
@@ -64,7 +67,7 @@ def _loss_figures(root: Path, relpath: str) -> str:
 
 def _figures(root: Path, judgement: Judgement) -> str:
     receipt = judgement.receipt
-    if receipt is None:
+    if receipt is None or judgement.status is Status.REJECTED:  # why it counts nothing
         return judgement.reason
     kind = receipt.kind
     if kind in (ArtifactKind.LOSS, ArtifactKind.RAW_LOSS):
@@ -139,12 +142,37 @@ def _blocked_by(result: AuditResult, words: dict[str, str]) -> list[str]:
     return lines
 
 
+def evidence_order(result: AuditResult) -> list[Judgement]:
+    """The receipts a reviewer reads first first: each side's results (losses before the
+    rest), then the checkers' outputs, then everything else (repeats, dumps), by path."""
+    folders: tuple[str, ...] = ()
+    spec = results_spec([(c.source, c.spec) for c in result.contracts])
+    if spec is not None:
+        try:
+            params = results_contract.parse_params(spec.params)
+            folders = (params.reference, params.candidate)
+        except EvaluationError:
+            folders = ()
+
+    def rank(judgement: Judgement) -> tuple[int, str]:
+        receipt = judgement.receipt
+        if receipt is None:
+            return 4, judgement.path
+        if folders and is_under(judgement.path, folders):
+            return (0 if receipt.kind in LOSS_KINDS else 1), judgement.path
+        if receipt.provenance.inputs:
+            return 2, judgement.path
+        return 3, judgement.path
+
+    return sorted(result.receipts, key=rank)
+
+
 def _evidence(result: AuditResult, words: dict[str, str]) -> list[str]:
     lines = ["", words["evidence"]]
     if not result.receipts:
         return [*lines, words["no_evidence"]]
     lines += [words["evidence_table"], "|---|---|---|---|---|---|"]
-    for judgement in result.receipts[:EVIDENCE_ROWS]:
+    for judgement in evidence_order(result)[:EVIDENCE_ROWS]:
         kind = judgement.receipt.kind.value if judgement.receipt else "-"
         lines.append(
             f"| `{judgement.path}` | {kind} | {_side(judgement, words)} | {judgement.status.value} "

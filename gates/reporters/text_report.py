@@ -24,6 +24,30 @@ def policy_lines(result: AuditResult) -> list[str]:
     return lines + [f"proposed: {change}" for change in result.proposed_changes]
 
 
+def summary_line(result: AuditResult) -> str:
+    """The report in one plain sentence: the verdict, what blocks it, and what to type next."""
+    blocking = [c for c in result.contracts if c.spec.blocking]
+    open_ = [c for c in blocking if c.blocks(result.today)]
+    rejected = sum(1 for j in result.receipts if j.status == "rejected")
+    steps = f"{result.formal_alignment_steps} / {result.required_steps} formal steps"
+    if result.verdict == "pass":
+        return (
+            f"pass: all {len(blocking)} blocking contract(s) discharged, {steps}, "
+            f"no receipt rejected"
+        )
+    parts = [f"{len(open_)} of {len(blocking)} blocking contract(s) not discharged"]
+    if rejected:
+        parts.append(f"{rejected} receipt(s) rejected")
+    parts.append(steps)
+    if open_:
+        hint = f"next: `gates explain {open_[0].spec.id}`"
+    elif rejected:
+        hint = "next: see the rejected receipts below"
+    else:
+        hint = "next: see `blocked by` below"
+    return f"blocked: {', '.join(parts)}; {hint}"
+
+
 def render(result: AuditResult) -> str:
     rows = [("CONTRACT", "BLOCKING", "STATUS", "MET", "FIRST UNMET")]
     for contract in result.contracts:
@@ -44,7 +68,8 @@ def render(result: AuditResult) -> str:
             )
         )
     widths = [max(len(row[i]) for row in rows) for i in range(4)]
-    lines = [
+    lines = [summary_line(result), ""]
+    lines += [
         "  ".join(cell.ljust(width) for cell, width in zip(row[:4], widths, strict=True))
         + "  "
         + row[4]

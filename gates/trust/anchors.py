@@ -93,6 +93,8 @@ class Anchors:
     signers: tuple[TrustedSigner, ...] = ()
     proposed_changes: tuple[str, ...] = field(default=())
     origin: str = "none"  # GATES_TRUST, --trust or the git ref: stable, for the PR block
+    #: the worktree's copy of the trust file at the ref, when it would not load once merged
+    invalid_changes: tuple[str, ...] = field(default=())
 
     def summary(self) -> str:
         names = ", ".join(s.name + (" (revoked)" if s.revoked else "") for s in self.signers)

@@ -67,6 +67,24 @@ def _refuse_inside_repository(path: Path) -> None:
                 )
 
 
+def _make_private_folders(folder: Path) -> None:
+    """Create the key's missing folders, each mode 0700 whatever the umask: a key folder
+    others can list tells them where the key is, and lets them swap it before it is read."""
+    missing = [f for f in (folder, *folder.parents) if not f.exists()]
+    for created in reversed(missing):
+        try:
+            created.mkdir(mode=0o700)
+            created.chmod(0o700)
+        except FileExistsError:
+            continue
+        except OSError as exc:
+            raise SigningKeyError(
+                f"cannot create its folder {created}: {exc.strerror}", file=folder
+            ) from None
+    if not folder.is_dir():
+        raise SigningKeyError("its folder is not a folder", file=folder)
+
+
 def new_key(path: Path) -> str:
     """Write a fresh ed25519 private key to ``path`` (mode 0600) and return its key id."""
     from securesystemslib.signer import CryptoSigner  # noqa: PLC0415
@@ -75,8 +93,7 @@ def new_key(path: Path) -> str:
     _refuse_inside_repository(path)
     if os.path.lexists(path):
         raise SigningKeyError("already exists; refusing to overwrite a key", file=path)
-    if not path.parent.is_dir():
-        raise SigningKeyError("its folder does not exist", file=path)
+    _make_private_folders(path.parent)
     signer = CryptoSigner.generate_ed25519()
     pem = signer.private_bytes  # PKCS#8 PEM, unencrypted
     tmp = path.with_name(f".{path.name}.tmp{os.getpid()}")
