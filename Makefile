@@ -9,6 +9,8 @@ STAMP  := $(VENV)/.installed
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
+	# the distribution was called "gates" before 0.3.0: drop that copy from older venvs
+	$(BIN)/python -m pip uninstall --quiet --yes gates 2>/dev/null || true
 	$(BIN)/python -m pip install --quiet -e '.[test,lint,paddle]'
 	# the real GlmMoeDsaConfig for the config-semantics tests; its own dependency list is
 	# heavy (datasets, scikit-learn, librosa, modelscope), and its configuration modules

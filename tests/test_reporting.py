@@ -335,17 +335,84 @@ def test_junit_has_one_testcase_per_contract(
     assert suite.get("failures") == "5"
     props = {p.get("name"): p.get("value") for p in suite.iter("property")}
     assert props["formal_alignment_steps"] == "0"
+    # the JUnit XSD orders a testsuite's children: <properties> before any <testcase>
+    assert [child.tag for child in suite][:2] == ["properties", "testcase"]
 
 
 def test_github_annotations(seeded: Workspace, capsys: pytest.CaptureFixture[str]) -> None:
     lines = seeded.gates(capsys, "audit", "--format", "github").out.splitlines()
     assert lines[-1] == "::notice title=gates verdict=blocked::formal_alignment_steps = 0 / 100"
-    errors = [line for line in lines if line.startswith("::error ")]
-    assert len(errors) == 5
-    assert errors[0].startswith(
-        "::error file=contracts/config-semantics.toml,title=contract_environment.config-semantics::"
+    contracts = [line for line in lines if line.startswith("::error file=contracts/")]
+    assert len(contracts) == 5
+    # file and line: the TOML line of the first unmet criterion's key, else the id line
+    assert contracts[0].startswith(
+        "::error file=contracts/config-semantics.toml,line=22,"
+        "title=contract_environment.config-semantics::"
     )
-    assert errors[1].startswith(
-        "::error file=contracts/manifest-format-key.toml,"
+    config_lines = (seeded.root / "contracts/config-semantics.toml").read_text().splitlines()
+    assert config_lines[21].startswith("official = ")  # official_pinned
+    assert contracts[1].startswith(
+        "::error file=contracts/manifest-format-key.toml,line=3,"
         "title=contract_environment.manifest-format-key::"
     )
+    # an unmet criterion that names workspace files is annotated on each of them too
+    assert any(
+        line.startswith(
+            "::error file=results/torch/env.json,line=1,"
+            "title=contract_environment.config-semantics%3A env_agreement::"
+        )
+        for line in lines
+    )
+
+
+def test_github_annotates_a_rejected_receipt_on_its_file(
+    seeded: Workspace, capsys: pytest.CaptureFixture[str]
+) -> None:
+    loss = seeded.root / "results/paddle/loss.json"
+    loss.write_text(loss.read_text().replace("11.811029434204102", "11.5"))
+    lines = seeded.gates(capsys, "audit", "--format", "github").out.splitlines()
+    rejected = [line for line in lines if "title=rejected receipt::" in line]
+    assert (
+        "::error file=results/paddle/loss.receipt.json,line=1,title=rejected receipt::"
+        "subject results/paddle/loss.json changed: 1935 bytes, receipt says 1949"
+    ) in rejected
+    # the checker receipt that consumed it is rejected in turn, on its own file
+    assert any(
+        line.startswith(
+            "::error file=experiments/e055-acceptance-oracle/checker_run.receipt.json,line=1,"
+        )
+        for line in rejected
+    )
+
+
+def test_github_format_writes_the_job_summary(
+    seeded: Workspace,
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+    tmp_path: Path,
+) -> None:
+    summary = tmp_path / "step_summary.md"
+    summary.write_text("earlier step\n")
+    monkeypatch.setenv("GITHUB_STEP_SUMMARY", str(summary))
+    assert seeded.gates(capsys, "audit", "--format", "github").code == 1
+    text = summary.read_text()
+    assert text.startswith("earlier step\n<!-- gates:status -->\n### gates: **blocked**")
+    assert "| Contract |" in text
+    assert text.endswith("<!-- /gates:status -->\n")
+    # other formats leave it alone
+    assert seeded.gates(capsys, "audit", "--format", "junit").code == 1
+    assert summary.read_text() == text
+
+
+def test_an_unwritable_job_summary_is_one_line_and_the_annotations_stay(
+    seeded: Workspace,
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+    tmp_path: Path,
+) -> None:
+    monkeypatch.setenv("GITHUB_STEP_SUMMARY", str(tmp_path / "missing-folder" / "summary.md"))
+    result = seeded.gates(capsys, "audit", "--format", "github")
+    assert result.code == 1
+    assert result.out.splitlines()[-1].startswith("::notice title=gates verdict=blocked")
+    assert "cannot append the job summary" in result.err
+    assert "Traceback" not in result.err
