@@ -18,6 +18,7 @@ from tests.conftest import GLM_PROFILE, RUN_ENV, Workspace, profile_args, write
 from tests.lossgen import train_losses, write_loss_json
 
 GOLDEN = Path(__file__).parent / "golden"
+FULLWIDTH_OPEN, FULLWIDTH_CLOSE = "\uff08", "\uff09"  # the parentheses of Chinese text
 SEED_PR = Path(__file__).parent / "data" / "seed-pr-glm52-alignment.txt"  # the seed PR text
 PROFILE = profile_args(GLM_PROFILE)
 ENV = RUN_ENV
@@ -272,6 +273,78 @@ def test_explain_lists_criteria_and_commands(
     unknown = seeded.gates(capsys, "explain", "no.such")
     assert unknown.code == 2
     assert "no contract 'no.such'" in unknown.err
+
+
+def test_explain_takes_the_short_id_the_status_block_shows(
+    seeded: Workspace, capsys: pytest.CaptureFixture[str]
+) -> None:
+    block = seeded.gates(capsys, "status").out
+    assert "| `tensor-inventory` · `contract_environment.tensor-inventory` | yes |" in block
+    short = seeded.gates(capsys, "explain", "tensor-inventory")
+    assert short.code == 1
+    assert short.out.splitlines()[0].startswith("contract_environment.tensor-inventory: ")
+    # a short id that names two contracts is refused, never guessed
+    write(
+        seeded.root,
+        "contracts/other-inventory.toml",
+        (seeded.root / "contracts/tensor-inventory.toml")
+        .read_text()
+        .replace("contract_environment.tensor-inventory", "second_group.tensor-inventory"),
+    )
+    ambiguous = seeded.gates(capsys, "explain", "tensor-inventory")
+    assert ambiguous.code == 2
+    assert "no contract 'tensor-inventory'" in ambiguous.err
+
+
+def test_the_zh_block_words_statuses_classes_and_sides_in_chinese(
+    seeded: Workspace, capsys: pytest.CaptureFixture[str]
+) -> None:
+    block = seeded.gates(capsys, "status", "--lang", "zh").out
+    rows = [line.split(" | ") for line in block.splitlines() if line.startswith("| `")]
+    contract_statuses = {row[2] for row in rows if len(row) == 5}
+    assert contract_statuses == {"未解除", "部分解除", "已解除"}
+    evidence = [row for row in rows if len(row) == 6]
+    assert {row[3] for row in evidence} == {"探查"}
+    assert {row[2] for row in evidence} == {"-", "候选侧 (paddle)", "参考侧 (torch)"}
+    for english in ("undischarged", "discharging", "signer(s)", "step-1 loss", "| probe |"):
+        assert english not in block.split("<details>")[0], english
+
+
+@pytest.mark.parametrize(
+    ("lang", "words"),
+    [
+        (
+            "en",
+            [
+                "**formal**",
+                "**probe**",
+                "**discharged**",
+                "**discharging**",
+                "**undischarged**",
+                "**formal/1**",
+            ],
+        ),
+        (
+            "zh",
+            [
+                f"正式{FULLWIDTH_OPEN}formal{FULLWIDTH_CLOSE}",
+                f"探查{FULLWIDTH_OPEN}probe{FULLWIDTH_CLOSE}",
+                f"已解除{FULLWIDTH_OPEN}discharged{FULLWIDTH_CLOSE}",
+                f"部分解除{FULLWIDTH_OPEN}discharging{FULLWIDTH_CLOSE}",
+                f"未解除{FULLWIDTH_OPEN}undischarged{FULLWIDTH_CLOSE}",
+                "**formal/1**",
+            ],
+        ),
+    ],
+)
+def test_the_block_ends_with_a_glossary(
+    seeded: Workspace, capsys: pytest.CaptureFixture[str], lang: str, words: list[str]
+) -> None:
+    block = seeded.gates(capsys, "status", "--lang", lang).out
+    glossary = block[block.index("<details>") : block.index("</details>")]
+    for word in words:
+        assert word in glossary, word
+    assert block.rstrip("\n").endswith("</details>\n<!-- /gates:status -->")
 
 
 def test_claims_check_flags_the_withdrawn_forward_loss(

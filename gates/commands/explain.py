@@ -9,12 +9,16 @@ from gates.commands import Echo
 from gates.engine import run_audit
 from gates.errors import GatesError
 from gates.reporters.json_report import contract_entry
+from gates.reporters.status_md import short_id
 from gates.workspace import Workspace
 
 
 def explain(workspace: Workspace, contract_id: str, *, as_json: bool, echo: Echo) -> int:
     result = run_audit(workspace)
     found = next((c for c in result.contracts if c.spec.id == contract_id), None)
+    short = [c for c in result.contracts if short_id(c.spec.id) == contract_id]
+    if found is None and len(short) == 1:  # the short id the status block shows beside the long
+        found = short[0]
     if found is None:
         known = ", ".join(c.spec.id for c in result.contracts)
         raise GatesError(f"no contract {contract_id!r}", hint=f"known: {known}")
