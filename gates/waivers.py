@@ -20,7 +20,6 @@ from __future__ import annotations
 import datetime as dt
 import tomllib
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Annotated
 
 from pydantic import BaseModel, ConfigDict, StringConstraints, ValidationError
@@ -72,19 +71,6 @@ class LoadedWaiver:
 
 def today() -> dt.date:
     return dt.datetime.now(dt.UTC).date()
-
-
-def load_waivers(folder: Path, root: Path) -> tuple[list[LoadedWaiver], list[str]]:
-    """Every waiver file in a worktree ``folder``, plus one error line for each unreadable one."""
-    if not folder.is_dir():
-        return [], []
-    files: list[tuple[str, bytes | None]] = []
-    for path in sorted(folder.glob(f"*{WAIVER_SUFFIX}")):
-        try:
-            files.append((path.relative_to(root).as_posix(), path.read_bytes()))
-        except OSError:
-            files.append((path.relative_to(root).as_posix(), None))
-    return parse_waivers(files)
 
 
 def parse_waivers(files: list[tuple[str, bytes | None]]) -> tuple[list[LoadedWaiver], list[str]]:

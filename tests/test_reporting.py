@@ -489,3 +489,19 @@ def test_an_unwritable_job_summary_is_one_line_and_the_annotations_stay(
     assert result.out.splitlines()[-1].startswith("::notice title=gates verdict=blocked")
     assert "cannot append the job summary" in result.err
     assert "Traceback" not in result.err
+
+
+def test_every_locale_file_is_a_language_of_the_cli(
+    ws: Workspace, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The --lang choices and gates/locales/*.json agree, and each locale has every text."""
+    locales = Path(__file__).resolve().parent.parent / "gates/locales"
+    languages = sorted(path.stem for path in locales.glob("*.json"))
+    assert languages == ["en", "zh"]
+    keys = {lang: set(json.loads((locales / f"{lang}.json").read_text())) for lang in languages}
+    assert keys["zh"] >= keys["en"]
+    for lang in languages:
+        assert ws.gates(capsys, "status", "--lang", lang).code in (0, 1)
+    refused = ws.gates(capsys, "status", "--lang", "fr")
+    assert refused.code == 2
+    assert "'fr' is not one of 'en', 'zh'" in refused.err

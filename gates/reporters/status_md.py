@@ -33,7 +33,6 @@ EVIDENCE_ROWS = 12
 DETAIL_WIDTH = 90
 
 LOCALES = Path(__file__).resolve().parent.parent / "locales"
-LANGUAGES = ("en", "zh")
 
 
 @functools.cache
