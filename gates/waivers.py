@@ -24,6 +24,8 @@ from typing import Annotated
 
 from pydantic import BaseModel, ConfigDict, StringConstraints, ValidationError
 
+from gates.validation import first_error
+
 WAIVER_SUFFIX = ".waiver.toml"
 
 Text = Annotated[str, StringConstraints(min_length=1)]
@@ -86,7 +88,6 @@ def parse_waivers(files: list[tuple[str, bytes | None]]) -> tuple[list[LoadedWai
         except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as exc:
             errors.append(f"{source}: cannot read: {exc}")
         except ValidationError as exc:
-            first = exc.errors()[0]
-            key = ".".join(str(part) for part in first["loc"]) or "(file)"
-            errors.append(f"{source}: key '{key}': {first['msg']}")
+            first = first_error(exc, whole="(file)")
+            errors.append(f"{source}: key '{first.key}': {first.message}")
     return waivers, errors
