@@ -216,3 +216,16 @@ def test_the_containerfile_installs_what_ci_needs() -> None:
     assert "bubblewrap" in text
     assert "paddlepaddle==" in text
     assert 'ENTRYPOINT ["gates"]' in text
+
+
+def test_the_projects_own_pre_commit_config_is_valid() -> None:
+    config = ROOT / ".pre-commit-config.yaml"
+    done = subprocess.run(
+        [str(ROOT / ".venv/bin/pre-commit"), "validate-config", str(config)],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    hooks = {hook["id"] for repo in load(config)["repos"] for hook in repo["hooks"]}
+    assert hooks >= {"ruff", "ruff-format", "mypy", "gates-hooks-manifest"}
