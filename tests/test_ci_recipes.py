@@ -18,6 +18,8 @@ from typing import Any
 import pytest
 import yaml
 
+from tests.conftest import commit_all
+
 ROOT = Path(__file__).resolve().parent.parent
 ACTION = ROOT / "action.yml"
 WORKFLOW = ROOT / ".github/workflows/gates-audit.yml"
@@ -229,3 +231,93 @@ def test_the_projects_own_pre_commit_config_is_valid() -> None:
     assert done.returncode == 0, done.stdout + done.stderr
     hooks = {hook["id"] for repo in load(config)["repos"] for hook in repo["hooks"]}
     assert hooks >= {"ruff", "ruff-format", "mypy", "gates-hooks-manifest"}
+
+
+def _step(action: dict[Any, Any], name: str) -> str:
+    step = next(s for s in action["runs"]["steps"] if s.get("name") == name)
+    return str(step["run"])
+
+
+def _github_file(path: Path) -> dict[str, str]:
+    """KEY=VALUE lines that a step wrote to $GITHUB_ENV or $GITHUB_OUTPUT."""
+    pairs = (line.split("=", 1) for line in path.read_text().splitlines() if "=" in line)
+    return dict(pairs)
+
+
+@pytest.mark.slow
+def test_the_actions_steps_run_on_a_real_clone(ws: Any, session_trust: Any, tmp_path: Path) -> None:
+    """The composite action's own shell steps, run by bash as a runner would, on a full clone."""
+    commit_all(ws.repo, "the policy: gates.toml and contracts")
+    clone = tmp_path / "clone"
+    subprocess.run(["git", "clone", "-q", str(ws.root), str(clone)], check=True)
+    runner = tmp_path / "runner"
+    (runner / "gates-venv/bin").mkdir(parents=True)  # where the install step puts gates
+    (runner / "gates-venv/bin/python").symlink_to(ROOT / ".venv/bin/python")
+    files = {name: runner / name for name in ("env", "output", "summary", "path")}
+    for path in files.values():
+        path.write_text("")
+    base_env = {
+        "PATH": f"{ROOT / '.venv/bin'}:/usr/bin:/bin",
+        "HOME": str(tmp_path),
+        "RUNNER_TEMP": str(runner),
+        "GITHUB_ENV": str(files["env"]),
+        "GITHUB_OUTPUT": str(files["output"]),
+        "GITHUB_STEP_SUMMARY": str(files["summary"]),
+        "GITHUB_PATH": str(files["path"]),
+    }
+    action = load(ACTION)
+    # a trust file passed as a secret holds its public keys inline (no file beside it)
+    pem = (Path(session_trust.trust).parent / "ci.pub").read_text()
+    trust = f'[[signers]]\nname = "ci"\npublic_key = """{pem}"""\nframeworks = ["*"]\n'
+    resolve = {**base_env, "POLICY_REF": "", "BASE": "main", "TRUST": trust, "TRUST_FILE": ""}
+    step = "Resolve the protected policy and the trust file"
+    subprocess.run(["bash", "-c", _step(action, step)], cwd=clone, env=resolve, check=True)
+    exported = _github_file(files["env"])
+    assert exported["GATES_POLICY_REF"] == "refs/remotes/origin/main"
+    assert exported["GATES_TRUST"] == str(runner / "gates-trust.toml")
+    assert (runner / "gates-trust.toml").stat().st_mode & 0o077 == 0  # written mode 600
+
+    audit_env = {**base_env, **exported}
+    subprocess.run(
+        ["bash", "-c", _step(action, "gates audit")], cwd=clone, env=audit_env, check=True
+    )
+    outputs = _github_file(files["output"])
+    assert outputs["exit-code"] == "1"
+    assert outputs["verdict"] == "blocked"
+    assert outputs["formal-alignment-steps"] == "0"
+    junit = (runner / "gates-out/gates-junit.xml").read_text()
+    assert "<properties>" in junit
+    summary = files["summary"].read_text()
+    assert "Policy in force: protected, `refs/remotes/origin/main`" in summary
+    export = _step(action, "Export the envelopes and the VSA")
+    subprocess.run(["bash", "-c", export], cwd=clone, env=audit_env, check=True)
+    assert any((runner / "gates-out/attestations").iterdir())
+    # gates' outputs went to the runner's temp folder: the clone stays clean
+    status = subprocess.run(
+        ["git", "status", "--porcelain"], cwd=clone, capture_output=True, text=True, check=True
+    )
+    assert status.stdout == ""
+
+
+def test_the_action_refuses_a_shallow_clone(ws: Any, tmp_path: Path) -> None:
+    commit_all(ws.repo, "the policy")
+    clone = tmp_path / "shallow"
+    source = f"file://{ws.root}"
+    subprocess.run(["git", "clone", "-q", "--depth", "1", source, str(clone)], check=True)
+    action = load(ACTION)
+    step = _step(action, "Resolve the protected policy and the trust file")
+    env = {
+        "PATH": "/usr/bin:/bin",
+        "GITHUB_ENV": str(tmp_path / "env"),
+        "BASE": "main",
+        "POLICY_REF": "",
+        "TRUST": "",
+        "TRUST_FILE": "",
+        "RUNNER_TEMP": str(tmp_path),
+    }
+    done = subprocess.run(
+        ["bash", "-c", step], cwd=clone, env=env, capture_output=True, text=True, check=False
+    )
+    assert done.returncode == 2
+    assert "shallow clone" in done.stdout
+    assert "fetch-depth: 0" in done.stdout

