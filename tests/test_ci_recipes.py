@@ -142,6 +142,7 @@ def test_the_composite_action_audits_against_the_protected_policy() -> None:
     # installed from the action's own (pinned) files, outside the workspace
     assert '"$GITHUB_ACTION_PATH"' in run
     assert "--require-hashes" in run
+    assert 'REQUIREMENTS="$GITHUB_ACTION_PATH/ci/requirements.lock"' in run
     assert 'venv="$RUNNER_TEMP/gates-venv"' in run
     # a full refname for the policy, the trust file outside the repository
     assert 'POLICY_REF="refs/remotes/origin/$BASE"' in run
@@ -153,6 +154,19 @@ def test_the_composite_action_audits_against_the_protected_policy() -> None:
     assert any(u.startswith("actions/upload-artifact@") for u in uses)
     # inputs reach scripts through env, never spliced into the script text
     assert "${{ inputs." not in run
+
+
+def test_the_lock_pins_every_runtime_dependency_with_a_hash() -> None:
+    entries = [
+        line.split(" ")[0]
+        for line in (ROOT / "ci/requirements.lock").read_text().splitlines()
+        if line and not line.startswith(("#", " "))
+    ]
+    hashes = (ROOT / "ci/requirements.lock").read_text().count("--hash=sha256:")
+    assert len(entries) == hashes
+    assert all("==" in entry for entry in entries)
+    names = {entry.split("==")[0].lower() for entry in entries}
+    assert names >= {"click", "securesystemslib", "pydantic", "jsonschema", "gitpython", "numpy"}
 
 
 def test_the_gitlab_template_has_the_job_the_docs_describe() -> None:
