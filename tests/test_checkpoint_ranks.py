@@ -75,6 +75,7 @@ def external_glm(
     return ws
 
 
+@pytest.mark.slow
 def test_two_ranks_give_the_single_process_digest_and_say_who_hashed_what(
     external_glm: Workspace, capsys: pytest.CaptureFixture[str], tmp_path: Path
 ) -> None:
@@ -154,6 +155,7 @@ with open(sys.argv[1], "w") as handle:
 """
 
 
+@pytest.mark.slow
 def test_a_trainer_calls_it_after_saving_and_failures_name_the_rank(
     external_glm: Workspace, tmp_path: Path
 ) -> None:

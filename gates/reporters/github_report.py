@@ -22,7 +22,7 @@ from pathlib import Path
 from gates.contracts.model import ContractResult, Criterion, DischargeStatus
 from gates.engine import AuditResult
 from gates.receipts.verify import Status
-from gates.reporters import status_md
+from gates.reporters.status_md import render as render_status_block
 
 SUMMARY_VARIABLE = "GITHUB_STEP_SUMMARY"
 # a workspace path at the start of a detail or after "name:" (results/torch/loss.json: ...)
@@ -132,4 +132,4 @@ def render(audit: AuditResult) -> str:
 def write_step_summary(audit: AuditResult, summary: Path, lang: str = "en") -> None:
     """Append the status block to GitHub's job summary file (GitHub collects it per step)."""
     with summary.open("a", encoding="utf-8") as handle:
-        handle.write(status_md.render(audit, lang) + "\n")
+        handle.write(render_status_block(audit, lang) + "\n")
