@@ -325,6 +325,7 @@ def test_a_class_that_does_not_load_cleanly_is_unmet_never_a_traceback(
         assert unmet(report)["meaning_held"] == "not evaluated: the candidate class did not load"
 
 
+@pytest.mark.slow
 def test_a_class_that_hangs_is_killed_at_the_timeout(
     cand: Workspace, capsys: pytest.CaptureFixture[str]
 ) -> None:
