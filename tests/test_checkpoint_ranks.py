@@ -22,8 +22,8 @@ from gates.checkpoints.ranks import (
     launcher_world,
     merge_reports,
 )
-from tests.conftest import Workspace, commit_all
 from tests.glm_fixture import reference_arrays, write_checkpoint
+from tests.helpers import Workspace, commit_all
 
 LAUNCH_TIMEOUT_S = 240
 

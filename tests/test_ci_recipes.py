@@ -18,7 +18,7 @@ from typing import Any
 import pytest
 import yaml
 
-from tests.conftest import commit_all
+from tests.helpers import commit_all
 
 ROOT = Path(__file__).resolve().parent.parent
 ACTION = ROOT / "action.yml"

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import REPO_ROOT, Workspace, make_repo, run_gates, run_script, write
+from tests.helpers import REPO_ROOT, Workspace, make_repo, run_gates, run_script, write
 
 
 @pytest.mark.parametrize(

@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 
 from tests.configsem_fixture import OFFICIAL_REL, candidate_files, set_files
-from tests.conftest import Workspace
+from tests.helpers import Workspace
 
 PADDLEFORMERS_CLASS = "paddleformers.transformers.glm_moe_dsa.configuration:GlmMoeDsaConfig"
 

@@ -24,7 +24,7 @@ from tests.configsem_fixture import (
     set_files,
     table_with,
 )
-from tests.conftest import Result, Workspace, commit_all, write
+from tests.helpers import Result, Workspace, commit_all, write
 
 CONTRACT_ID = "contract_environment.config-semantics"
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from tests.conftest import run_gates
+from tests.helpers import run_gates
 
 
 def statuses(section: str) -> dict[str, str]:

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import REPO_ROOT, run_script
+from tests.helpers import REPO_ROOT, run_script
 
 EXAMPLE = REPO_ROOT / "examples" / "glm52-minimal"
 DETERMINISTIC = [

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import REPO_ROOT, Workspace, commit_all, make_repo, run_gates, write
+from tests.helpers import REPO_ROOT, Workspace, commit_all, make_repo, run_gates, write
 
 PRE_COMMIT = [sys.executable, "-m", "pre_commit"]
 

@@ -17,8 +17,8 @@ import pytest
 
 import audit_source_freeze
 from gates.cli import cli
-from tests.conftest import REPO_ROOT, Workspace, write
 from tests.glm_fixture import write_checkpoint
+from tests.helpers import REPO_ROOT, Workspace, write
 from tests.lossgen import train_losses, write_loss_json
 from tests.tensorgen import glm_pair, write_dump
 

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 import gates.losses
-from tests.conftest import Workspace, declare_entrypoints, signed_run, write
+from tests.helpers import Workspace, declare_entrypoints, signed_run, write
 from tests.lossgen import train_losses, write_loss_json, write_raw_loss
 
 REF = "results/torch/loss.json"

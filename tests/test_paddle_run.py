@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import REPO_ROOT, Workspace, commit_all, run_script, write
+from tests.helpers import REPO_ROOT, Workspace, commit_all, run_script, write
 
 MODEL = REPO_ROOT / "examples" / "glm52-minimal" / "model"
 PROFILE = ["--profile", "name=tiny", "--profile", "dtype=float32"]

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import GLM_PROFILE, RUN_ENV, Workspace, profile_args, write
+from tests.helpers import GLM_PROFILE, RUN_ENV, Workspace, profile_args, write
 from tests.lossgen import train_losses, write_loss_json
 
 GOLDEN = Path(__file__).parent / "golden"
