@@ -40,10 +40,13 @@ def test_every_version_the_docs_name_is_the_package_version() -> None:
         r"gates-align(?:\[[^\]]*\])?==([0-9][0-9.]*)"  # pip install gates-align==X
         r"|rev: v([0-9][0-9.]*)"  # pre-commit
         r"|/gates(?:/[\w./-]+)?@v(\d+\.\d+\.\d+)"  # uses: <org>/gates/...@vX
+        r'|GATES_VERSION: "([0-9][0-9.]*)"'  # the GitLab template
+        r"|gates-align:([0-9][0-9.]*)"  # the container image's tag
     )
     versions = {
         next(group for group in match.groups() if group)
         for doc in [*DOCS, *sorted((ROOT / "ci").rglob("*")), ROOT / "action.yml"]
+        if doc.suffix != ".lock"
         if doc.is_file()
         for match in named.finditer(doc.read_text())
     }
