@@ -1,3 +1,3 @@
 """gates: evidence-gated governance for cross-framework training alignment."""
 
-__version__ = "0.1.0"
+__version__ = "0.3.0"

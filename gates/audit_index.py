@@ -22,7 +22,6 @@ judgements are kept: a rejected receipt is judged again every time.
 from __future__ import annotations
 
 import contextlib
-import hashlib
 import json
 import os
 import stat
@@ -112,15 +111,6 @@ def judgement_from_data(path: str, data: dict[str, Any]) -> Judgement:
     fields["attestation"] = None
     receipt = _built(Receipt, fields)
     return Judgement(path, receipt, Status(data["status"]), data["reason"], data.get("signer"))
-
-
-def contracts_digest(folder: Path) -> str:
-    """sha256 over the names and bytes of the contract files (any change starts afresh)."""
-    digest = hashlib.sha256()
-    with contextlib.suppress(OSError):
-        for path in sorted(folder.glob("*.toml")):
-            digest.update(path.name.encode() + b"\0" + path.read_bytes() + b"\0")
-    return digest.hexdigest()
 
 
 class AuditIndex:

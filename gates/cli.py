@@ -25,11 +25,8 @@ _PROFILE_KEY_CHARS = set("abcdefghijklmnopqrstuvwxyz0123456789_")
 
 
 class State:
-    def __init__(
-        self, directory: Path, debug: bool, policy_ref: str | None, trust: Path | None
-    ) -> None:
+    def __init__(self, directory: Path, policy_ref: str | None, trust: Path | None) -> None:
         self.directory = directory
-        self.debug = debug
         self.policy_ref = policy_ref
         self.trust = trust
 
@@ -80,7 +77,8 @@ def cli(
     ctx: click.Context, directory: Path, debug: bool, policy_ref: str | None, trust: Path | None
 ) -> None:
     """Evidence-gated governance for cross-framework training alignment."""
-    ctx.obj = State(directory, debug, policy_ref, trust)
+    del debug  # read by main() from the parsed options: tracebacks for errors
+    ctx.obj = State(directory, policy_ref, trust)
 
 
 @cli.command()
@@ -899,13 +897,20 @@ def _fail(message: str, code: int = exitcodes.ERROR) -> NoReturn:
 
 
 def main(argv: list[str] | None = None) -> Any:
-    """Entry point: run the CLI and map every failure to one line and an exit code."""
-    debug = "--debug" in (argv if argv is not None else sys.argv[1:])
+    """Entry point: run the CLI and map every failure to one line and an exit code.
+
+    `--debug` is read from gates' own parsed options, never from the raw argv:
+    `gates run -- python train.py --debug` passes it to the child only.
+    """
+    args = list(argv if argv is not None else sys.argv[1:])
+    ctx: click.Context | None = None
     from gates import progress
 
-    progress.silence(progress.asks_for_json(argv if argv is not None else sys.argv[1:]))
+    progress.silence(progress.asks_for_json(args))
     try:
-        return cli.main(args=argv, prog_name="gates", standalone_mode=False)
+        ctx = cli.make_context("gates", args)
+        with ctx:
+            return cli.invoke(ctx)
     except click.exceptions.Exit as done:
         sys.exit(done.exit_code)
     except click.ClickException as usage:
@@ -914,10 +919,14 @@ def main(argv: list[str] | None = None) -> Any:
     except click.Abort:
         _fail("aborted")
     except GatesError as error:
-        if debug:
+        if _debug(ctx):
             traceback.print_exc()
         _fail(error.one_line())
     except Exception as error:  # noqa: BLE001  (the single handler for the unexpected)
-        if debug:
+        if _debug(ctx):
             traceback.print_exc()
         _fail(f"internal error: {type(error).__name__}: {error} (rerun with --debug for details)")
+
+
+def _debug(ctx: click.Context | None) -> bool:
+    return ctx is not None and bool(ctx.params.get("debug"))

@@ -19,6 +19,7 @@ from pydantic import (
 from gates.errors import ConfigError, UnsafePathError
 from gates.external import check_root_spelling
 from gates.paths import check_relpath
+from gates.validation import first_error
 
 CONFIG_NAME = "gates.toml"
 DEFAULT_EVIDENCE_LOCATIONS = ("results", "experiments", "outputs", ".gates")
@@ -154,10 +155,6 @@ class GatesConfig(_Strict):
         )
 
 
-def _field_path(location: tuple[int | str, ...]) -> str:
-    return ".".join(str(part) for part in location)
-
-
 def parse_config(text: str, *, source: Path) -> GatesConfig:
     """Parse and validate gates.toml text; errors name the file and the key."""
     try:
@@ -167,12 +164,11 @@ def parse_config(text: str, *, source: Path) -> GatesConfig:
     try:
         config = GatesConfig.model_validate(raw)
     except ValidationError as exc:
-        first = exc.errors()[0]
-        key = _field_path(first["loc"])
-        if first["type"] == "extra_forbidden":
-            message = f"unknown key '{key}'"
+        first = first_error(exc)
+        if first.unknown_key:
+            message = f"unknown key '{first.key}'"
         else:
-            message = f"key '{key}': {first['msg']} (found {first.get('input')!r})"
+            message = f"key '{first.key}': {first.message} (found {first.found!r})"
         raise ConfigError(message, file=source, hint="see docs/configuration.md") from None
     for name, spec in config.evidence.external.root.items():
         try:

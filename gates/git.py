@@ -66,15 +66,6 @@ def describe_objects(root: Path, names: list[str]) -> list[ObjectInfo]:
     return infos
 
 
-def is_repository(root: Path) -> bool:
-    out = run_git(root, "rev-parse", "--is-inside-work-tree", check=False)
-    return out.strip() == b"true"
-
-
-def toplevel(root: Path) -> Path:
-    return Path(run_git(root, "rev-parse", "--show-toplevel").decode().strip())
-
-
 def is_shallow(root: Path) -> bool:
     return run_git(root, "rev-parse", "--is-shallow-repository").strip() == b"true"
 

@@ -86,9 +86,6 @@ def stat_key(stat: os.stat_result) -> list[int]:
     return [stat.st_dev, stat.st_ino, stat.st_size, stat.st_mtime_ns, stat.st_ctime_ns]
 
 
-_stat_key = stat_key
-
-
 class StatCache:
     """Persistent per-file answers, trusted only while the file's stat key is unchanged."""
 
@@ -125,7 +122,7 @@ class StatCache:
     def lookup(self, table: str, relpath: str, stat: os.stat_result) -> str | None:
         """The remembered answer for this exact file state, or None."""
         cached = self._tables[table].get(relpath)
-        if isinstance(cached, list) and len(cached) == 6 and cached[:5] == _stat_key(stat):
+        if isinstance(cached, list) and len(cached) == 6 and cached[:5] == stat_key(stat):
             self.hits += 1
             return str(cached[5])
         self.misses += 1
@@ -135,8 +132,8 @@ class StatCache:
         self, table: str, relpath: str, path: Path, stat: os.stat_result, answer: str
     ) -> None:
         """Keep ``answer`` for the file state ``stat``, unless the file is still changing."""
-        key = _stat_key(stat)
-        if _stat_key(path.stat()) != key or time.time_ns() - stat.st_mtime_ns <= RACY_WINDOW_NS:
+        key = stat_key(stat)
+        if stat_key(path.stat()) != key or time.time_ns() - stat.st_mtime_ns <= RACY_WINDOW_NS:
             return
         self._tables[table][relpath] = [*key, answer]
         self._dirty = True

@@ -20,10 +20,11 @@ from __future__ import annotations
 import datetime as dt
 import tomllib
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Annotated
 
 from pydantic import BaseModel, ConfigDict, StringConstraints, ValidationError
+
+from gates.validation import first_error
 
 WAIVER_SUFFIX = ".waiver.toml"
 
@@ -74,19 +75,6 @@ def today() -> dt.date:
     return dt.datetime.now(dt.UTC).date()
 
 
-def load_waivers(folder: Path, root: Path) -> tuple[list[LoadedWaiver], list[str]]:
-    """Every waiver file in a worktree ``folder``, plus one error line for each unreadable one."""
-    if not folder.is_dir():
-        return [], []
-    files: list[tuple[str, bytes | None]] = []
-    for path in sorted(folder.glob(f"*{WAIVER_SUFFIX}")):
-        try:
-            files.append((path.relative_to(root).as_posix(), path.read_bytes()))
-        except OSError:
-            files.append((path.relative_to(root).as_posix(), None))
-    return parse_waivers(files)
-
-
 def parse_waivers(files: list[tuple[str, bytes | None]]) -> tuple[list[LoadedWaiver], list[str]]:
     """Waivers from (source, content) pairs, wherever they were read (worktree or a git ref)."""
     waivers, errors = [], []
@@ -100,7 +88,6 @@ def parse_waivers(files: list[tuple[str, bytes | None]]) -> tuple[list[LoadedWai
         except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as exc:
             errors.append(f"{source}: cannot read: {exc}")
         except ValidationError as exc:
-            first = exc.errors()[0]
-            key = ".".join(str(part) for part in first["loc"]) or "(file)"
-            errors.append(f"{source}: key '{key}': {first['msg']}")
+            first = first_error(exc, whole="(file)")
+            errors.append(f"{source}: key '{first.key}': {first.message}")
     return waivers, errors

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import git
 
-from tests.conftest import REPO_ROOT, commit_all, write
+from tests.helpers import REPO_ROOT, commit_all, write
 
 OFFICIAL = REPO_ROOT / "examples" / "glm52-minimal" / "model" / "glm52" / "config.json"
 OFFICIAL_REL = "model/glm52/config.json"

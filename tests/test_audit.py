@@ -11,7 +11,7 @@ from gates.contracts.model import Criterion, DischargeStatus, discharge_status
 from gates.engine import run_audit
 from gates.reporters import REPORTERS
 from gates.workspace import open_workspace
-from tests.conftest import Workspace, write
+from tests.helpers import Workspace, write
 
 FREEZE_ID = "contract_environment.source-freeze-head-vs-pin"
 

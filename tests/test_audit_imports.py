@@ -10,7 +10,7 @@ import json
 
 import pytest
 
-from tests.conftest import REPO_ROOT, Workspace, run_script
+from tests.helpers import REPO_ROOT, Workspace, run_script
 
 AUDIT = """
 import sys

@@ -14,7 +14,7 @@ import gates.engine
 import gates.workspace
 from gates.audit_index import INDEX_KIND
 from gates.hashing import cache_file
-from tests.conftest import Workspace, declare_entrypoints, signed_run, write
+from tests.helpers import Workspace, declare_entrypoints, signed_run, write
 
 SUBJECTS = ["results/torch/loss.json", "results/paddle/loss.json", "outputs/extra/loss.json"]
 RECEIPTS = 4 * len(SUBJECTS)  # each run: run attestation, manifest, env and loss receipts

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import Result, TrustSetup, Workspace, commit_all, run_gates, write
+from tests.helpers import Result, TrustSetup, Workspace, commit_all, run_gates, write
 from tests.lossgen import write_loss_json
 
 

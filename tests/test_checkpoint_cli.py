@@ -11,7 +11,6 @@ import numpy as np
 import pytest
 
 import gates.checkpoints.digest
-from tests.conftest import Workspace, write
 from tests.glm_fixture import (
     INDEXER,
     MTP,
@@ -20,6 +19,7 @@ from tests.glm_fixture import (
     reference_arrays,
     write_checkpoint,
 )
+from tests.helpers import Workspace, write
 
 REF = "results/torch/checkpoint"
 CAND = "results/paddle/checkpoint"

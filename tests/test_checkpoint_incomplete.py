@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 
 from gates.checkpoints.incomplete import changed_while_checked, stat_keys
-from tests.conftest import Workspace
 from tests.glm_fixture import reference_arrays, write_checkpoint
+from tests.helpers import Workspace
 
 CKPT = "results/paddle/checkpoint"
 

@@ -8,8 +8,8 @@ import tomllib
 
 import pytest
 
-from tests.conftest import Workspace, write
 from tests.glm_fixture import MTP, paddle_arrays, reference_arrays, write_checkpoint
+from tests.helpers import Workspace, write
 
 REF = "results/torch/checkpoint"
 CAND = "results/paddle/checkpoint"

@@ -23,8 +23,8 @@ from gates.checkpoints.ranks import (
     launcher_world,
     merge_reports,
 )
-from tests.conftest import Workspace, commit_all
 from tests.glm_fixture import reference_arrays, write_checkpoint
+from tests.helpers import Workspace, commit_all
 
 LAUNCH_TIMEOUT_S = 240
 
@@ -76,6 +76,7 @@ def external_glm(
     return ws
 
 
+@pytest.mark.slow
 def test_two_ranks_give_the_single_process_digest_and_say_who_hashed_what(
     external_glm: Workspace, capsys: pytest.CaptureFixture[str], tmp_path: Path
 ) -> None:
@@ -155,6 +156,7 @@ with open(sys.argv[1], "w") as handle:
 """
 
 
+@pytest.mark.slow
 def test_a_trainer_calls_it_after_saving_and_failures_name_the_rank(
     external_glm: Workspace, tmp_path: Path
 ) -> None:

@@ -11,8 +11,8 @@ import pytest
 from gates.checkpoints.check import check_checkpoint, compare_pair
 from gates.checkpoints.rules import RuleSet
 from gates.hashing import StatCache
-from tests.conftest import REPO_ROOT
 from tests.glm_fixture import INDEXER, MTP, paddle_arrays, reference_arrays, write_checkpoint
+from tests.helpers import REPO_ROOT
 
 
 def glm_rules(mtp: int = MTP) -> RuleSet:

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import REPO_ROOT, Workspace, make_repo, run_gates, run_script, write
+from tests.helpers import REPO_ROOT, Workspace, make_repo, run_gates, run_script, write
 
 
 @pytest.mark.parametrize(
@@ -44,6 +44,18 @@ def test_no_traceback_without_debug_but_with_it(
     debug = run_script("-m", "gates", "--debug", "-C", str(ws.root), "audit")
     assert debug.code == 2
     assert "Traceback" in debug.err
+
+
+def test_a_childs_debug_flag_is_not_gates_debug(
+    ws: Workspace, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`--debug` after `--` belongs to the training script; gates stays without tracebacks."""
+    (ws.root / "gates.toml").write_text("[freeze]\nstrickt = 1\n")
+    child = ["run", "--framework", "paddle", "--", "python", "train.py", "--debug"]
+    result = run_script("-m", "gates", "-C", str(ws.root), *child)
+    assert result.code == 2
+    assert "gates.toml" in result.err
+    assert "Traceback" not in result.err
 
 
 def test_missing_config_says_how_to_fix(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

@@ -10,7 +10,7 @@ import git
 import pytest
 
 from gates.commands.demo_config import CLASS_FILE, config_step
-from tests.conftest import REPO_ROOT, commit_all, run_gates
+from tests.helpers import REPO_ROOT, commit_all, run_gates
 
 
 def test_the_config_step_shows_the_p1_bug_then_the_fix(

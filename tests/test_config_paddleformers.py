@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 
 from tests.configsem_fixture import OFFICIAL_REL, candidate_files, set_files
-from tests.conftest import Workspace
+from tests.helpers import Workspace
 
 PADDLEFORMERS_CLASS = "paddleformers.transformers.glm_moe_dsa.configuration:GlmMoeDsaConfig"
 
@@ -22,6 +22,7 @@ pytestmark = pytest.mark.skipif(
 )
 
 
+@pytest.mark.slow
 def test_the_real_glm_moe_dsa_config_stores_but_does_not_mean(
     ws: Workspace, capsys: pytest.CaptureFixture[str]
 ) -> None:

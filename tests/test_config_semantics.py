@@ -24,7 +24,7 @@ from tests.configsem_fixture import (
     set_files,
     table_with,
 )
-from tests.conftest import Result, Workspace, commit_all, write
+from tests.helpers import Result, Workspace, commit_all, write
 
 CONTRACT_ID = "contract_environment.config-semantics"
 
@@ -325,6 +325,7 @@ def test_a_class_that_does_not_load_cleanly_is_unmet_never_a_traceback(
         assert unmet(report)["meaning_held"] == "not evaluated: the candidate class did not load"
 
 
+@pytest.mark.slow
 def test_a_class_that_hangs_is_killed_at_the_timeout(
     cand: Workspace, capsys: pytest.CaptureFixture[str]
 ) -> None:

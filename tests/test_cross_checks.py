@@ -10,7 +10,7 @@ import sys
 import pytest
 
 from tests import conftest
-from tests.conftest import RUN_ENV, Workspace, declare_entrypoints, signed_run
+from tests.helpers import RUN_ENV, Workspace, declare_entrypoints, signed_run
 from tests.lossgen import train_losses
 
 LOSSES = train_losses(100)

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from tests.conftest import run_gates
+from tests.helpers import run_gates
 
 
 def statuses(section: str) -> dict[str, str]:
@@ -17,6 +17,7 @@ def statuses(section: str) -> dict[str, str]:
     return {row[0]: row[2] for row in rows}
 
 
+@pytest.mark.slow
 def test_demo_shows_the_blocked_pr_then_what_discharges(capsys: pytest.CaptureFixture[str]) -> None:
     result = run_gates(capsys, "demo")
     assert result.code == 0, result.err

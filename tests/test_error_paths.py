@@ -7,8 +7,8 @@ import json
 import numpy as np
 import pytest
 
-from tests.conftest import Workspace, write
 from tests.glm_fixture import write_checkpoint
+from tests.helpers import Workspace, write
 from tests.lossgen import write_loss_json
 
 

@@ -17,7 +17,7 @@ import git
 import numpy as np
 import pytest
 
-from tests.conftest import Workspace, commit_all, declare_entrypoints, signed_run
+from tests.helpers import Workspace, commit_all, declare_entrypoints, signed_run
 from tests.lossgen import train_losses
 
 REF, CAND = "results/torch/loss.json", "results/paddle/loss.json"

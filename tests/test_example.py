@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import REPO_ROOT, run_script
+from tests.helpers import REPO_ROOT, run_script
 
 EXAMPLE = REPO_ROOT / "examples" / "glm52-minimal"
 DETERMINISTIC = [
@@ -51,6 +51,7 @@ def regenerated(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return out
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("relpath", DETERMINISTIC)
 def test_regeneration_reproduces_the_committed_bytes(regenerated: Path, relpath: str) -> None:
     assert (regenerated / relpath).read_bytes() == (EXAMPLE / relpath).read_bytes()

@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import Workspace, commit_all
 from tests.glm_fixture import MTP, paddle_arrays, reference_arrays, write_checkpoint
+from tests.helpers import Workspace, commit_all
 
 CAND = "results/paddle/checkpoint"
 INVENTORY_ID = "contract_environment.tensor-inventory"

@@ -12,7 +12,7 @@ import pytest
 import audit_source_freeze
 from gates.config import parse_config
 from gates.freeze import evaluate_freeze
-from tests.conftest import REPO_ROOT, Workspace, commit_all, make_repo, run_script, write
+from tests.helpers import REPO_ROOT, Workspace, commit_all, make_repo, run_script, write
 
 
 def freeze_json(ws: Workspace, capsys: pytest.CaptureFixture[str]) -> tuple[int, dict[str, object]]:

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import (
+from tests.helpers import (
     CPU_PROFILE,
     REPO_ROOT,
     RUN_ENV,

@@ -8,7 +8,7 @@ import os
 
 from gates.freeze_settings import SETTINGS_KIND
 from gates.hashing import cache_file
-from tests.conftest import REPO_ROOT, Workspace, run_script
+from tests.helpers import REPO_ROOT, Workspace, run_script
 
 PROBE = (
     "import json, sys; sys.path.insert(0, {repo!r}); import audit_source_freeze; "

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 import audit_source_freeze
-from tests.conftest import Workspace, commit_all, write
+from tests.helpers import Workspace, commit_all, write
 
 MODEL = "paddleformers/glm/modeling.py"
 CONFIG = "paddleformers/glm/config.py"

@@ -14,7 +14,7 @@ from bench.glm52_keyset import (
     reference_keyset,
     write_header_only,
 )
-from tests.conftest import Workspace
+from tests.helpers import Workspace
 
 REF = "results/torch/checkpoint"
 CAND = "results/paddle/checkpoint"

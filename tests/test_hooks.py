@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import REPO_ROOT, Workspace, commit_all, make_repo, run_gates, write
+from tests.helpers import REPO_ROOT, Workspace, commit_all, make_repo, run_gates, write
 
 PRE_COMMIT = [sys.executable, "-m", "pre_commit"]
 
@@ -62,6 +62,7 @@ def consumer(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> tuple[Path, 
     return root, env
 
 
+@pytest.mark.slow
 def test_pre_commit_runs_our_hooks_from_a_file_url(consumer: tuple[Path, dict[str, str]]) -> None:
     root, env = consumer
     passing = run([*PRE_COMMIT, "run", "--all-files", "--hook-stage", "pre-push"], root, env)
@@ -78,6 +79,7 @@ def test_pre_commit_runs_our_hooks_from_a_file_url(consumer: tuple[Path, dict[st
     assert "verdict=blocked" in blocked.stdout.split("gates audit")[-1]
 
 
+@pytest.mark.slow
 def test_changes_stashed_by_pre_commit_are_named(consumer: tuple[Path, dict[str, str]]) -> None:
     root, env = consumer
     write(root, "results/notes.txt", "staged evidence\n")

@@ -17,8 +17,13 @@ import pytest
 
 import audit_source_freeze
 from gates.cli import cli
-from tests.conftest import REPO_ROOT, Workspace, commit_all, write
 from tests.glm_fixture import write_checkpoint
+from tests.helpers import (
+    REPO_ROOT,
+    Workspace,
+    commit_all,
+    write,
+)
 from tests.lossgen import train_losses, write_loss_json
 from tests.tensorgen import glm_pair, write_dump
 
@@ -118,6 +123,7 @@ def invocations(ws: Workspace, claims: Path) -> dict[str, list[str]]:
     }
 
 
+@pytest.mark.slow
 def test_every_json_format_prints_one_document(
     ws: Workspace, capsys: pytest.CaptureFixture[str], tmp_path: Path
 ) -> None:

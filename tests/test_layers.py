@@ -6,7 +6,7 @@ from __future__ import annotations
 import ast
 from pathlib import Path
 
-from tests.conftest import REPO_ROOT
+from tests.helpers import REPO_ROOT
 
 PACKAGE = REPO_ROOT / "gates"
 

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 import gates.losses
-from tests.conftest import Workspace, declare_entrypoints, signed_run, write
+from tests.helpers import Workspace, declare_entrypoints, signed_run, write
 from tests.lossgen import train_losses, write_loss_json, write_raw_loss
 
 REF = "results/torch/loss.json"
@@ -268,6 +268,7 @@ def test_determinism_of_three_repeats(ws: Workspace, capsys: pytest.CaptureFixtu
     assert figures["deterministic_steps"] == 11
 
 
+@pytest.mark.slow
 def test_a_million_steps_parsed_once_per_file(
     ws: Workspace, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:

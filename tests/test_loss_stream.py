@@ -25,7 +25,7 @@ import pytest
 import gates.losses
 from gates.canonical import strict_loads
 from gates.losses import LossFileError, parse_losses
-from tests.conftest import REPO_ROOT, Workspace, write
+from tests.helpers import REPO_ROOT, Workspace, write
 from tests.lossgen import train_losses, write_loss_json
 
 REF = "results/torch/loss.json"

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import REPO_ROOT, Workspace, commit_all, run_script, write
+from tests.helpers import REPO_ROOT, Workspace, commit_all, run_script, write
 
 MODEL = REPO_ROOT / "examples" / "glm52-minimal" / "model"
 PROFILE = ["--profile", "name=tiny", "--profile", "dtype=float32"]
@@ -55,6 +55,7 @@ def receipt(ws: Workspace, relpath: str) -> dict[str, object]:
     return loaded
 
 
+@pytest.mark.slow
 def test_a_formal_run_on_a_frozen_workspace(paddle_ws: Workspace) -> None:
     done = gates_run(
         paddle_ws,
@@ -113,6 +114,7 @@ def test_a_formal_run_on_a_frozen_workspace(paddle_ws: Workspace) -> None:
     assert steps.returncode == 0, steps.stdout
 
 
+@pytest.mark.slow
 def test_three_repeats_are_bit_identical(
     paddle_ws: Workspace, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -140,6 +142,7 @@ def test_three_repeats_are_bit_identical(
     assert len(check["provenance"]["inputs"]) == 3  # type: ignore[index]
 
 
+@pytest.mark.slow
 def test_a_dirty_workspace_refuses_then_runs_as_probe(paddle_ws: Workspace) -> None:
     write(paddle_ws.root, "model/scratch.py", "x = 1\n")
     refused = gates_run(
@@ -220,6 +223,7 @@ def test_sigterm_reaches_the_child_and_the_receipts_say_so(
     assert leftovers == []
 
 
+@pytest.mark.slow
 def test_each_rank_records_its_own_folder_and_the_ranks_must_agree(paddle_ws: Workspace) -> None:
     launch = (
         f"PADDLE_TRAINERS_NUM=2 PADDLE_TRAINER_ID=0 {sys.executable} model/train_paddle.py & "

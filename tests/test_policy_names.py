@@ -8,7 +8,7 @@ import json
 
 import pytest
 
-from tests.conftest import REPO_ROOT, Workspace, commit_all, run_script
+from tests.helpers import REPO_ROOT, Workspace, commit_all, run_script
 
 
 def _main_with_a_pr(ws: Workspace) -> str:

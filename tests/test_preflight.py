@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import (
+from tests.helpers import (
     CPU_PROFILE,
     RUN_ENV,
     Workspace,

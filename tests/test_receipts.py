@@ -11,7 +11,7 @@ import pytest
 from gates.canonical import content_id, pretty_json
 from gates.hashing import StatCache, cache_file
 from gates.receipts.verify import JudgingContext, judge
-from tests.conftest import Workspace, commit_all, write
+from tests.helpers import Workspace, commit_all, write
 
 LOSS = "results/paddle/loss.json"
 RECEIPT = "results/paddle/loss.receipt.json"

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import (
+from tests.helpers import (
     GLM_PROFILE,
     RUN_ENV,
     Workspace,
@@ -25,6 +25,7 @@ from tests.conftest import (
 from tests.lossgen import train_losses, write_loss_json
 
 GOLDEN = Path(__file__).parent / "golden"
+FULLWIDTH_OPEN, FULLWIDTH_CLOSE = "\uff08", "\uff09"  # the parentheses of Chinese text
 SEED_PR = Path(__file__).parent / "data" / "seed-pr-glm52-alignment.txt"  # the seed PR text
 PROFILE = profile_args(GLM_PROFILE)
 ENV = RUN_ENV
@@ -281,6 +282,78 @@ def test_explain_lists_criteria_and_commands(
     assert "no contract 'no.such'" in unknown.err
 
 
+def test_explain_takes_the_short_id_the_status_block_shows(
+    seeded: Workspace, capsys: pytest.CaptureFixture[str]
+) -> None:
+    block = seeded.gates(capsys, "status").out
+    assert "| `tensor-inventory` · `contract_environment.tensor-inventory` | yes |" in block
+    short = seeded.gates(capsys, "explain", "tensor-inventory")
+    assert short.code == 1
+    assert short.out.splitlines()[0].startswith("contract_environment.tensor-inventory: ")
+    # a short id that names two contracts is refused, never guessed
+    write(
+        seeded.root,
+        "contracts/other-inventory.toml",
+        (seeded.root / "contracts/tensor-inventory.toml")
+        .read_text()
+        .replace("contract_environment.tensor-inventory", "second_group.tensor-inventory"),
+    )
+    ambiguous = seeded.gates(capsys, "explain", "tensor-inventory")
+    assert ambiguous.code == 2
+    assert "no contract 'tensor-inventory'" in ambiguous.err
+
+
+def test_the_zh_block_words_statuses_classes_and_sides_in_chinese(
+    seeded: Workspace, capsys: pytest.CaptureFixture[str]
+) -> None:
+    block = seeded.gates(capsys, "status", "--lang", "zh").out
+    rows = [line.split(" | ") for line in block.splitlines() if line.startswith("| `")]
+    contract_statuses = {row[2] for row in rows if len(row) == 5}
+    assert contract_statuses == {"未解除", "部分解除", "已解除"}
+    evidence = [row for row in rows if len(row) == 6]
+    assert {row[3] for row in evidence} == {"探查"}
+    assert {row[2] for row in evidence} == {"-", "候选侧 (paddle)", "参考侧 (torch)"}
+    for english in ("undischarged", "discharging", "signer(s)", "step-1 loss", "| probe |"):
+        assert english not in block.split("<details>")[0], english
+
+
+@pytest.mark.parametrize(
+    ("lang", "words"),
+    [
+        (
+            "en",
+            [
+                "**formal**",
+                "**probe**",
+                "**discharged**",
+                "**discharging**",
+                "**undischarged**",
+                "**formal/1**",
+            ],
+        ),
+        (
+            "zh",
+            [
+                f"正式{FULLWIDTH_OPEN}formal{FULLWIDTH_CLOSE}",
+                f"探查{FULLWIDTH_OPEN}probe{FULLWIDTH_CLOSE}",
+                f"已解除{FULLWIDTH_OPEN}discharged{FULLWIDTH_CLOSE}",
+                f"部分解除{FULLWIDTH_OPEN}discharging{FULLWIDTH_CLOSE}",
+                f"未解除{FULLWIDTH_OPEN}undischarged{FULLWIDTH_CLOSE}",
+                "**formal/1**",
+            ],
+        ),
+    ],
+)
+def test_the_block_ends_with_a_glossary(
+    seeded: Workspace, capsys: pytest.CaptureFixture[str], lang: str, words: list[str]
+) -> None:
+    block = seeded.gates(capsys, "status", "--lang", lang).out
+    glossary = block[block.index("<details>") : block.index("</details>")]
+    for word in words:
+        assert word in glossary, word
+    assert block.rstrip("\n").endswith("</details>\n<!-- /gates:status -->")
+
+
 def test_claims_check_flags_the_withdrawn_forward_loss(
     seeded: Workspace, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -342,19 +415,33 @@ def test_junit_has_one_testcase_per_contract(
     assert suite.get("failures") == "5"
     props = {p.get("name"): p.get("value") for p in suite.iter("property")}
     assert props["formal_alignment_steps"] == "0"
+    # the JUnit XSD orders a testsuite's children: <properties> before any <testcase>
+    assert [child.tag for child in suite][:2] == ["properties", "testcase"]
 
 
 def test_github_annotations(seeded: Workspace, capsys: pytest.CaptureFixture[str]) -> None:
     lines = seeded.gates(capsys, "audit", "--format", "github").out.splitlines()
     assert lines[-1] == "::notice title=gates verdict=blocked::formal_alignment_steps = 0 / 100"
-    errors = [line for line in lines if line.startswith("::error ")]
-    assert len(errors) == 5
-    assert errors[0].startswith(
-        "::error file=contracts/config-semantics.toml,title=contract_environment.config-semantics::"
+    contracts = [line for line in lines if line.startswith("::error file=contracts/")]
+    assert len(contracts) == 5
+    # file and line: the TOML line of the first unmet criterion's key, else the id line
+    assert contracts[0].startswith(
+        "::error file=contracts/config-semantics.toml,line=22,"
+        "title=contract_environment.config-semantics::"
     )
-    assert errors[1].startswith(
-        "::error file=contracts/manifest-format-key.toml,"
+    config_lines = (seeded.root / "contracts/config-semantics.toml").read_text().splitlines()
+    assert config_lines[21].startswith("official = ")  # official_pinned
+    assert contracts[1].startswith(
+        "::error file=contracts/manifest-format-key.toml,line=3,"
         "title=contract_environment.manifest-format-key::"
+    )
+    # an unmet criterion that names workspace files is annotated on each of them too
+    assert any(
+        line.startswith(
+            "::error file=results/torch/env.json,line=1,"
+            "title=contract_environment.config-semantics%3A env_agreement::"
+        )
+        for line in lines
     )
 
 
@@ -422,3 +509,72 @@ def test_the_evidence_table_puts_the_side_results_before_the_repeats(
         "results/torch/env.receipt.json",
     ]
     assert "more" in block
+
+
+def test_github_annotates_a_rejected_receipt_on_its_file(
+    seeded: Workspace, capsys: pytest.CaptureFixture[str]
+) -> None:
+    loss = seeded.root / "results/paddle/loss.json"
+    loss.write_text(loss.read_text().replace("11.811029434204102", "11.5"))
+    lines = seeded.gates(capsys, "audit", "--format", "github").out.splitlines()
+    rejected = [line for line in lines if "title=rejected receipt::" in line]
+    assert (
+        "::error file=results/paddle/loss.receipt.json,line=1,title=rejected receipt::"
+        "subject results/paddle/loss.json changed: 1935 bytes, receipt says 1949"
+    ) in rejected
+    # the checker receipt that consumed it is rejected in turn, on its own file
+    assert any(
+        line.startswith(
+            "::error file=experiments/e055-acceptance-oracle/checker_run.receipt.json,line=1,"
+        )
+        for line in rejected
+    )
+
+
+def test_github_format_writes_the_job_summary(
+    seeded: Workspace,
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+    tmp_path: Path,
+) -> None:
+    summary = tmp_path / "step_summary.md"
+    summary.write_text("earlier step\n")
+    monkeypatch.setenv("GITHUB_STEP_SUMMARY", str(summary))
+    assert seeded.gates(capsys, "audit", "--format", "github").code == 1
+    text = summary.read_text()
+    assert text.startswith("earlier step\n<!-- gates:status -->\n### gates: **blocked**")
+    assert "| Contract |" in text
+    assert text.endswith("<!-- /gates:status -->\n")
+    # other formats leave it alone
+    assert seeded.gates(capsys, "audit", "--format", "junit").code == 1
+    assert summary.read_text() == text
+
+
+def test_an_unwritable_job_summary_is_one_line_and_the_annotations_stay(
+    seeded: Workspace,
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+    tmp_path: Path,
+) -> None:
+    monkeypatch.setenv("GITHUB_STEP_SUMMARY", str(tmp_path / "missing-folder" / "summary.md"))
+    result = seeded.gates(capsys, "audit", "--format", "github")
+    assert result.code == 1
+    assert result.out.splitlines()[-1].startswith("::notice title=gates verdict=blocked")
+    assert "cannot append the job summary" in result.err
+    assert "Traceback" not in result.err
+
+
+def test_every_locale_file_is_a_language_of_the_cli(
+    ws: Workspace, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The --lang choices and gates/locales/*.json agree, and each locale has every text."""
+    locales = Path(__file__).resolve().parent.parent / "gates/locales"
+    languages = sorted(path.stem for path in locales.glob("*.json"))
+    assert languages == ["en", "zh"]
+    keys = {lang: set(json.loads((locales / f"{lang}.json").read_text())) for lang in languages}
+    assert keys["zh"] >= keys["en"]
+    for lang in languages:
+        assert ws.gates(capsys, "status", "--lang", lang).code in (0, 1)
+    refused = ws.gates(capsys, "status", "--lang", "fr")
+    assert refused.code == 2
+    assert "'fr' is not one of 'en', 'zh'" in refused.err

@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from tests.conftest import (
+from tests.helpers import (
     CPU_PROFILE,
     RUN_ENV,
     Workspace,

@@ -17,7 +17,7 @@ import pytest
 from gates.audit_index import INDEX_KIND
 from gates.hashing import cache_file
 from gates.worktree import BLOB_TABLE
-from tests.conftest import (
+from tests.helpers import (
     CPU_PROFILE,
     RUN_ENV,
     SOURCE_FILES,

@@ -9,7 +9,7 @@ import json
 
 import pytest
 
-from tests.conftest import Workspace, commit_all, declare_entrypoints, signed_run, write
+from tests.helpers import Workspace, commit_all, declare_entrypoints, signed_run, write
 from tests.lossgen import train_losses
 
 SIDES = 'reference = ["reference/"]\ncandidate = ["paddleformers/*"]\n'

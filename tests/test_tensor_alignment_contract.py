@@ -10,7 +10,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from tests.conftest import Workspace, declare_entrypoints, signed_run, write
+from tests.helpers import Workspace, declare_entrypoints, signed_run, write
 from tests.tensorgen import glm_pair, write_dump
 
 CONTRACT = "acceptance_oracle.tensor-alignment"

@@ -15,7 +15,7 @@ import pytest
 from safetensors.numpy import load_file
 
 from gates.tensors.layout import ORDER_FILE
-from tests.conftest import Workspace
+from tests.helpers import Workspace
 
 torch = pytest.importorskip("torch")
 

@@ -13,7 +13,7 @@ import pytest
 from safetensors.numpy import load_file
 
 from gates.tensors.layout import ORDER_FILE
-from tests.conftest import Result, Workspace, write
+from tests.helpers import Result, Workspace, write
 from tests.tensorgen import glm_pair, train_paddle, write_dump
 
 REF, CAND = "results/torch", "results/paddle"

@@ -10,7 +10,7 @@ from typing import Any
 import numpy as np
 import pytest
 
-from tests.conftest import Workspace, write
+from tests.helpers import Workspace, write
 from tests.tensorgen import write_dump
 
 REF, CAND = "results/torch", "results/paddle"

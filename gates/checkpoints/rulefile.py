@@ -11,6 +11,7 @@ from pydantic import ValidationError
 from gates.checkpoints.rules import RuleSet
 from gates.contracts.loader import load_contract
 from gates.errors import ConfigError
+from gates.validation import first_error
 from gates.workspace import Workspace
 
 RULE_KEYS = ("rules", "aoa", "placeholders")
@@ -21,9 +22,8 @@ def ruleset_from_params(params: dict[str, Any], source: str) -> RuleSet:
     try:
         return RuleSet.model_validate({k: params[k] for k in RULE_KEYS if k in params})
     except ValidationError as exc:
-        first = exc.errors()[0]
-        key = ".".join(str(part) for part in first["loc"])
-        raise ConfigError(f"params.{key}: {first['msg']}", file=source) from None
+        first = first_error(exc)
+        raise ConfigError(f"params.{first.key}: {first.message}", file=source) from None
 
 
 def load_ruleset(path: Path) -> RuleSet:

@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import json
+import os
+from pathlib import Path
 
 from gates import exitcodes
-from gates.commands import Echo
+from gates.commands import Echo, note
 from gates.engine import AuditResult, run_audit
 from gates.errors import GatesError
-from gates.reporters import REPORTERS
+from gates.reporters import REPORTERS, github_report
 from gates.workspace import Workspace
 
 
@@ -21,6 +23,12 @@ def exit_code(result: AuditResult) -> int:
 def audit(workspace: Workspace, *, output_format: str, echo: Echo) -> int:
     result = run_audit(workspace)
     echo(REPORTERS[output_format](result))
+    summary = os.environ.get(github_report.SUMMARY_VARIABLE)
+    if output_format == "github" and summary:
+        try:
+            github_report.write_step_summary(result, Path(summary))
+        except OSError as exc:  # the annotations are out; the summary is a convenience
+            note(f"{summary}: cannot append the job summary ({exc.strerror}); check the runner")
     return exit_code(result)
 
 

@@ -4,5 +4,6 @@
 - ``official``: reading the official config.json strictly, against its sha256 pin.
 - ``probe`` / ``worker``: loading it with the candidate class in a subprocess.
 - ``reads``: where the candidate's source tree reads each attribute (static analysis).
-- ``judge``: the per-key rows and the criteria.
+- ``envfiles``: the env.json of each side against the pins.
+- ``check``: the per-key rows and the criteria.
 """

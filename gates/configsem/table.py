@@ -15,6 +15,7 @@ from pydantic import (
 
 from gates.errors import ConfigError, UnsafePathError
 from gates.paths import check_relpath
+from gates.validation import first_error
 
 _NAME = r"[A-Za-z_][A-Za-z0-9_]*"
 KeyPath = Annotated[str, StringConstraints(pattern=rf"^{_NAME}(\.{_NAME})*$")]
@@ -100,10 +101,8 @@ def parse_table(raw: dict[str, Any], *, source: str) -> Table:
     try:
         table = Table.model_validate(raw)
     except ValidationError as exc:
-        first = exc.errors()[0]
-        where = ".".join(str(part) for part in first["loc"]) or "params"
-        problem = "unknown key" if first["type"] == "extra_forbidden" else first["msg"]
-        raise ConfigError(f"params.{where}: {problem}", file=source) from None
+        first = first_error(exc, whole="params")
+        raise ConfigError(f"params.{first.key}: {first.problem}", file=source) from None
     seen: set[str] = set()
     for index, row in enumerate(table.keys):
         where = f"params.keys[{index}] ({row.key})"

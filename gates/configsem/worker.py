@@ -18,8 +18,6 @@ import sys
 from pathlib import Path
 from typing import Any
 
-MISSING = "__missing__"
-
 
 def _line(error: BaseException) -> str:
     text = str(error).strip().splitlines()

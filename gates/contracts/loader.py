@@ -10,6 +10,7 @@ from pathlib import Path
 from pydantic import ValidationError
 
 from gates.contracts.model import ContractSpec
+from gates.validation import first_error
 from gates.waivers import WAIVER_SUFFIX
 
 CONTRACT_GLOB = "*.toml"
@@ -43,10 +44,8 @@ def parse_contract(data: bytes) -> ContractSpec:
     try:
         return ContractSpec.model_validate(raw)
     except ValidationError as exc:
-        first = exc.errors()[0]
-        key = ".".join(str(part) for part in first["loc"]) or "(file)"
-        problem = "unknown key" if first["type"] == "extra_forbidden" else first["msg"]
-        raise ValueError(f"key '{key}': {problem}") from None
+        first = first_error(exc, whole="(file)")
+        raise ValueError(f"key '{first.key}': {first.problem}") from None
 
 
 def is_contract_name(name: str) -> bool:

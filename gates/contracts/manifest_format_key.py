@@ -10,6 +10,7 @@ from gates.contracts.model import Criterion, EvaluationContext, EvaluationError
 from gates.errors import UnsafePathError
 from gates.paths import check_relpath
 from gates.provenance import check_manifests
+from gates.validation import first_error
 
 CHECK = "manifest_format_key"
 
@@ -26,7 +27,7 @@ def parse_params(raw: dict[str, Any]) -> Params:
         for root in params.roots:
             check_relpath(root, what="params.roots entry")
     except ValidationError as exc:
-        raise EvaluationError(f"bad params: {exc.errors()[0]['msg']}") from None
+        raise EvaluationError(f"bad params: {first_error(exc).message}") from None
     except UnsafePathError as exc:
         raise EvaluationError(exc.message) from None
     return params

@@ -22,6 +22,7 @@ from gates.freeze import entrypoint_script_problems
 from gates.paths import check_relpath
 from gates.receipts.model import ArtifactKind, Framework
 from gates.receipts.verify import Judgement, Status
+from gates.validation import first_error
 
 CHECK = "results_schema_and_provenance"
 
@@ -46,9 +47,8 @@ def parse_params(raw: dict[str, Any]) -> Params:
     try:
         params = Params.model_validate(raw)
     except ValidationError as exc:
-        first = exc.errors()[0]
-        key = ".".join(str(part) for part in first["loc"])
-        raise EvaluationError(f"params.{key}: {first['msg']}") from None
+        first = first_error(exc)
+        raise EvaluationError(f"params.{first.key}: {first.message}") from None
     try:
         check_relpath(params.reference, what="params.reference")
         check_relpath(params.candidate, what="params.candidate")

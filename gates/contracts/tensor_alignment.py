@@ -20,6 +20,7 @@ from gates.receipts.model import ArtifactKind
 from gates.tensors.compare import Comparison, Selection, compare_dumps, parse_phases
 from gates.tensors.layout import ORDER_FILE, PHASES, TENSORS_FOLDER, StepRange, open_dump
 from gates.tensors.progress import PREFIX, progress_detail
+from gates.validation import first_error
 
 CHECK = "tensor_alignment"
 
@@ -42,10 +43,8 @@ def _parse(raw: dict[str, Any]) -> tuple[Params, StepRange, tuple[str, ...]]:
         steps = StepRange.parse(params.steps)
         phases = parse_phases(params.phases)
     except ValidationError as exc:
-        first = exc.errors()[0]
-        raise EvaluationError(
-            f"params.{'.'.join(map(str, first['loc']))}: {first['msg']}"
-        ) from None
+        first = first_error(exc)
+        raise EvaluationError(f"params.{first.key}: {first.message}") from None
     except UnsafePathError as exc:
         raise EvaluationError(exc.message) from None
     except ValueError as exc:

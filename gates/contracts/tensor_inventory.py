@@ -18,6 +18,7 @@ from gates.paths import check_relpath, resolve_inside
 from gates.receipts.model import ArtifactKind
 from gates.receipts.verify import Status
 from gates.tensors.probe_format import PROBE_FORMAT
+from gates.validation import first_error
 from gates.workspace import roots_of
 
 if TYPE_CHECKING:
@@ -56,10 +57,8 @@ def _parse(raw: dict[str, Any]) -> Params:
                 check_relpath(value, what=f"params.{key}")
         check_relpath(params.consumption_probe, what="params.consumption_probe")
     except ValidationError as exc:
-        first = exc.errors()[0]
-        raise EvaluationError(
-            f"params.{'.'.join(map(str, first['loc']))}: {first['msg']}"
-        ) from None
+        first = first_error(exc)
+        raise EvaluationError(f"params.{first.key}: {first.message}") from None
     except UnsafePathError as exc:
         raise EvaluationError(exc.message) from None
     return params

@@ -21,6 +21,7 @@ from gates.receipts.model import EvidenceClass, Receipt
 from gates.resources import validator
 from gates.trust.anchors import NO_ANCHORS, Anchors
 from gates.trust.envelope import Attestation, Attested, verify_document
+from gates.validation import first_error
 
 MAX_RECEIPT_BYTES = 16 * 1024 * 1024
 
@@ -99,9 +100,8 @@ def _validate_model(document: dict[str, object]) -> Receipt:
     try:
         return Receipt.model_validate(document)
     except ValidationError as exc:
-        first = exc.errors()[0]
-        where = ".".join(str(part) for part in first["loc"])
-        raise ReceiptRejectedError(f"invalid receipt at {where}: {first['msg']}") from None
+        first = first_error(exc)
+        raise ReceiptRejectedError(f"invalid receipt at {first.key}: {first.message}") from None
 
 
 def parse_receipt(document: object) -> Receipt:

@@ -3,6 +3,8 @@
 An unmet blocking contract is a failure, an `error` contract an error, a
 waived or non-blocking unmet one is skipped with the reason; rejected
 receipts and configuration errors are one more failing testcase each.
+`<properties>` (verdict, formal_alignment_steps, policy, trust anchors) comes
+first, as the JUnit XSD orders a testsuite's children.
 """
 
 from __future__ import annotations
@@ -30,15 +32,7 @@ def _case(suite: ET.Element, result: ContractResult, audit: AuditResult) -> str:
 
 def render(audit: AuditResult) -> str:
     suite = ET.Element("testsuite", name="gates audit")
-    outcomes = [_case(suite, result, audit) for result in audit.contracts]
-    extra = [b for b in audit.blockers if not any(b.startswith(c.spec.id) for c in audit.contracts)]
-    for blocker in extra:
-        case = ET.SubElement(suite, "testcase", classname="gates.audit", name=blocker.split(":")[0])
-        ET.SubElement(case, "failure", message=blocker)
-        outcomes.append("failure")
-    suite.set("tests", str(len(outcomes)))
-    for kind, attribute in (("failure", "failures"), ("error", "errors"), ("skipped", "skipped")):
-        suite.set(attribute, str(outcomes.count(kind)))
+    # the JUnit XSD wants <properties> before the test cases
     properties = ET.SubElement(suite, "properties")
     for name, value in (
         ("verdict", audit.verdict),
@@ -48,5 +42,14 @@ def render(audit: AuditResult) -> str:
         ("trust_anchors", audit.policy.anchors.source if audit.policy else "none"),
     ):
         ET.SubElement(properties, "property", name=name, value=value)
+    outcomes = [_case(suite, result, audit) for result in audit.contracts]
+    extra = [b for b in audit.blockers if not any(b.startswith(c.spec.id) for c in audit.contracts)]
+    for blocker in extra:
+        case = ET.SubElement(suite, "testcase", classname="gates.audit", name=blocker.split(":")[0])
+        ET.SubElement(case, "failure", message=blocker)
+        outcomes.append("failure")
+    suite.set("tests", str(len(outcomes)))
+    for kind, attribute in (("failure", "failures"), ("error", "errors"), ("skipped", "skipped")):
+        suite.set(attribute, str(outcomes.count(kind)))
     ET.indent(suite)
     return '<?xml version="1.0" encoding="utf-8"?>\n' + ET.tostring(suite, encoding="unicode")

@@ -4,8 +4,13 @@ One table row per contract; "Blocked by" with each unmet criterion and the
 discharge criterion; "Evidence" (at most EVIDENCE_ROWS receipts, by path)
 with class, weight and key figures read from the receipted files;
 "Unverified", derived from unmet criteria and missing evidence; and a
-closing line of what the PR does not claim. No timestamps: the same inputs
-give the same bytes.
+closing line of what the PR does not claim, and a glossary of the words a
+non-engineer meets (formal, probe, discharged, discharging, undischarged,
+formal/1). Contracts show their short id (`tensor-inventory`) beside the long
+one. Every fixed text, status, class and figure label comes from the locale
+file; criterion details and discharge texts are quoted as the contracts and
+checkers wrote them (file names, figures). No timestamps: the same inputs give
+the same bytes.
 """
 
 from __future__ import annotations
@@ -31,7 +36,6 @@ EVIDENCE_ROWS = 12
 DETAIL_WIDTH = 90
 
 LOCALES = Path(__file__).resolve().parent.parent / "locales"
-LANGUAGES = ("en", "zh")
 
 
 @functools.cache
@@ -39,6 +43,21 @@ def messages(lang: str) -> dict[str, str]:
     """The fixed texts of the block in ``lang`` (gates/locales/<lang>.json)."""
     table: dict[str, str] = json.loads((LOCALES / f"{lang}.json").read_text(encoding="utf-8"))
     return table
+
+
+def short_id(contract_id: str) -> str:
+    """`contract_environment.tensor-inventory` -> `tensor-inventory` (the part after the group)."""
+    return contract_id.rsplit(".", 1)[-1]
+
+
+def _contract_name(contract_id: str) -> str:
+    short = short_id(contract_id)
+    return f"`{contract_id}`" if short == contract_id else f"`{short}` · `{contract_id}`"
+
+
+def _word(words: dict[str, str], prefix: str, value: str) -> str:
+    """A status or class in the block's language; the value itself where no word is given."""
+    return words.get(f"{prefix}{value}", value)
 
 
 def _cell(text: str, width: int = DETAIL_WIDTH) -> str:
@@ -56,25 +75,25 @@ def _load(root: Path, judgement: Judgement) -> Any:
         return None
 
 
-def _loss_figures(root: Path, relpath: str) -> str:
+def _loss_figures(root: Path, relpath: str, words: dict[str, str]) -> str:
     try:
         series = read_losses(root / relpath, relpath)
     except LossFileError:
-        return "unreadable"
-    rounded = ", rounded" if series.rounded else ""
-    return f"steps={len(series)}, step-1 loss={series.values[0]!r}{rounded}"
+        return words["f_unreadable"]
+    rounded = words["f_rounded"] if series.rounded else ""
+    return words["f_loss"].format(steps=len(series), first=repr(series.values[0])) + rounded
 
 
-def _figures(root: Path, judgement: Judgement) -> str:
+def _figures(root: Path, judgement: Judgement, words: dict[str, str]) -> str:
     receipt = judgement.receipt
     if receipt is None or judgement.status is Status.REJECTED:  # why it counts nothing
         return judgement.reason
     kind = receipt.kind
     if kind in (ArtifactKind.LOSS, ArtifactKind.RAW_LOSS):
-        return _loss_figures(root, receipt.subjects[0].path)
+        return _loss_figures(root, receipt.subjects[0].path, words)
     data = _load(root, judgement)
     if not isinstance(data, dict):
-        return f"{len(receipt.subjects)} file(s)"
+        return words["f_files"].format(count=len(receipt.subjects))
     return _json_figures(kind, data)
 
 
@@ -97,7 +116,7 @@ def _json_figures(kind: ArtifactKind, data: dict[str, Any]) -> str:
         sides = (
             f"{data['reference']['tensor_count']} vs {data['candidate']['tensor_count']} tensors"
         )
-        return sides + "; " + ", ".join(f"{k} {v}" for k, v in counts.items())
+        return sides + "; " + ", ".join(f"{k} {v}" for k, v in counts.items())  # identifiers
     if kind is ArtifactKind.ENV:
         return pick("framework_version", "device_name", "weights_loaded")
     return pick("format", "run_id")
@@ -117,11 +136,12 @@ def _contract_rows(result: AuditResult, words: dict[str, str]) -> list[str]:
     for contract in result.contracts:
         met = sum(c.met for c in contract.criteria)
         unmet = contract.first_unmet
-        status = contract.status.value
+        status = _word(words, "status_", contract.status.value)
         if contract.status is not DischargeStatus.DISCHARGED and contract.waived(result.today):
             status += f" ({words['waived']})"
         rows.append(
-            f"| `{contract.spec.id}` | {words['yes'] if contract.spec.blocking else words['no']} "
+            f"| {_contract_name(contract.spec.id)} "
+            f"| {words['yes'] if contract.spec.blocking else words['no']} "
             f"| {status} | {met}/{len(contract.criteria)} "
             f"| {_cell(f'{unmet.name}: {unmet.detail}') if unmet else '-'} |"
         )
@@ -135,7 +155,8 @@ def _blocked_by(result: AuditResult, words: dict[str, str]) -> list[str]:
     lines = ["", words["blocked_by"]]
     for contract in blocking:
         discharge = words["discharge"].format(discharge=contract.spec.discharge)
-        lines.append(f"- `{contract.spec.id}` ({contract.status.value}): {discharge}")
+        status = _word(words, "status_", contract.status.value)
+        lines.append(f"- {_contract_name(contract.spec.id)} ({status}): {discharge}")
         lines += [f"  - {c.name}: {_cell(c.detail)}" for c in contract.criteria if not c.met]
     others = [b for b in result.blockers if not any(b.startswith(c.spec.id) for c in blocking)]
     lines += [f"- {_cell(b)}" for b in others]
@@ -173,10 +194,11 @@ def _evidence(result: AuditResult, words: dict[str, str]) -> list[str]:
         return [*lines, words["no_evidence"]]
     lines += [words["evidence_table"], "|---|---|---|---|---|---|"]
     for judgement in evidence_order(result)[:EVIDENCE_ROWS]:
-        kind = judgement.receipt.kind.value if judgement.receipt else "-"
+        kind = f"`{judgement.receipt.kind.value}`" if judgement.receipt else "-"
+        evidence_class = _word(words, "class_", judgement.status.value)
         lines.append(
-            f"| `{judgement.path}` | {kind} | {_side(judgement, words)} | {judgement.status.value} "
-            f"| {judgement.weight} | {_cell(_figures(result.root, judgement))} |"
+            f"| `{judgement.path}` | {kind} | {_side(judgement, words)} | {evidence_class} "
+            f"| {judgement.weight} | {_cell(_figures(result.root, judgement, words))} |"
         )
     hidden = len(result.receipts) - EVIDENCE_ROWS
     if hidden > 0:
@@ -265,7 +287,13 @@ def _policy(result: AuditResult, words: dict[str, str]) -> list[str]:
         )
     else:
         line = words["policy_unprotected"]
-    lines = ["", line, words["trust_anchors"].format(source=_cell(policy.anchors.summary(), 200))]
+    anchors = policy.anchors
+    names = words["list_separator"].join(
+        s.name + (f" ({words['revoked']})" if s.revoked else "") for s in anchors.signers
+    )
+    signers = words["signers"].format(count=len(anchors.signers), origin=anchors.origin)
+    signers += f"{words['colon']}{names}" if names else ""
+    lines = ["", line, words["trust_anchors"].format(source=_cell(signers, 200))]
     if result.proposed_changes:
         lines += [words["proposed"], *(f"- {_cell(c, 200)}" for c in result.proposed_changes)]
     return lines
@@ -289,7 +317,10 @@ def render(result: AuditResult, lang: str = "en") -> str:
     lines += _waivers(result, words)
     lines += _evidence(result, words)
     lines += ["", words["unverified"], *(f"- {item}" for item in unverified(result, words))]
-    lines += ["", not_claimed(result, words), END]
+    lines += ["", not_claimed(result, words)]
+    lines += ["", f"<details><summary>{words['glossary']}</summary>", ""]
+    lines += [f"- {entry}" for entry in words["glossary_entries"].split("\n")]
+    lines += ["", "</details>", END]
     return "\n".join(lines)
 
 

@@ -30,6 +30,7 @@ from pydantic import BaseModel, ConfigDict, StrictBool, StringConstraints, Valid
 
 from gates.canonical import canonical_json
 from gates.errors import GatesError
+from gates.validation import first_error
 
 if TYPE_CHECKING:
     from securesystemslib.signer import Key
@@ -159,9 +160,8 @@ def parse_trust(text: bytes, source: str, read_key: KeyReader) -> Anchors:
     except (UnicodeDecodeError, tomllib.TOMLDecodeError) as exc:
         raise TrustError(f"trust file is not valid TOML: {exc}", file=source) from None
     except ValidationError as exc:
-        first = exc.errors()[0]
-        key = ".".join(str(part) for part in first["loc"]) or "(file)"
-        raise TrustError(f"trust file key '{key}': {first['msg']}", file=source) from None
+        first = first_error(exc, whole="(file)")
+        raise TrustError(f"trust file key '{first.key}': {first.message}", file=source) from None
     signers = []
     names: set[str] = set()
     for entry in trust.signers:
