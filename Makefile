@@ -9,7 +9,7 @@ STAMP  := $(VENV)/.installed
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
-	$(BIN)/python -m pip install --quiet -e '.[test,lint,paddle]'
+	$(BIN)/python -m pip install --quiet -e '.[test,lint,paddle,report]'
 	# the real GlmMoeDsaConfig for the config-semantics tests; its own dependency list is
 	# heavy (datasets, scikit-learn, librosa, modelscope), and its configuration modules
 	# need only what the test extra installs (docs/config.md)

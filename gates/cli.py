@@ -817,9 +817,16 @@ def attest() -> None:
     type=click.Path(dir_okay=False, path_type=Path),
     help="Sign the VSA with this key (default: GATES_SIGNING_KEY; unsigned without one).",
 )
+@click.option(
+    "--resource-uri",
+    metavar="URL",
+    help="The repository as others clone it (default: the URL of the remote origin).",
+)
 @_FORMAT
 @pass_state
-def attest_export(state: State, out: Path, key_path: Path | None, output_format: str) -> None:
+def attest_export(
+    state: State, out: Path, key_path: Path | None, resource_uri: str | None, output_format: str
+) -> None:
     """Write every accepted receipt's DSSE envelope and the verdict's VSA to OUT."""
     from gates.commands import attest as attest_command
 
@@ -830,6 +837,57 @@ def attest_export(state: State, out: Path, key_path: Path | None, output_format:
             key_path=key_path,
             as_json=output_format == "json",
             echo=_echo,
+            resource_uri=resource_uri,
+        )
+    )
+
+
+@attest.command("verify")
+@click.argument("folder", type=click.Path(file_okay=False, path_type=Path))
+@click.option(
+    "--trust",
+    "trust_path",
+    type=click.Path(dir_okay=False, path_type=Path),
+    help="The trust file to verify with (default: gates --trust, then GATES_TRUST).",
+)
+@click.option("--expect-pass", is_flag=True, help="Also fail unless the VSA says PASSED.")
+@_FORMAT
+@pass_state
+def attest_verify(
+    state: State, folder: Path, trust_path: Path | None, expect_pass: bool, output_format: str
+) -> None:
+    """Verify exported envelopes and the VSA with a trust file: exit 0 verified, 1 not."""
+    from gates.commands import attest as attest_command
+
+    anchors = attest_command.anchors_for_verify(trust_path or state.trust)
+    sys.exit(
+        attest_command.verify(
+            state.cwd() / folder,
+            anchors,
+            as_json=output_format == "json",
+            expect_pass=expect_pass,
+            echo=_echo,
+        )
+    )
+
+
+@cli.command()
+@click.option(
+    "--html",
+    "out",
+    required=True,
+    type=click.Path(file_okay=False, path_type=Path),
+    help="Folder to write report.html into (one self-contained page).",
+)
+@_FORMAT
+@pass_state
+def report(state: State, out: Path, output_format: str) -> None:
+    """The audit as one page: verdict, contracts, loss curves, tensor map, evidence."""
+    from gates.commands import report as report_command
+
+    sys.exit(
+        report_command.report(
+            state.workspace(), state.cwd() / out, as_json=output_format == "json", echo=_echo
         )
     )
 
