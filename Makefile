@@ -4,7 +4,7 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: demo test lint bench clean
+.PHONY: demo test lint bench clean browser
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -19,7 +19,15 @@ $(STAMP): pyproject.toml
 demo: $(STAMP)
 	$(BIN)/gates demo
 
-test: $(STAMP)
+# a real headless browser opens the HTML report in the tests (tests/test_report.py)
+browser:
+	@command -v chromium >/dev/null 2>&1 || command -v chromium-browser >/dev/null 2>&1 || \
+	  { command -v apt-get >/dev/null 2>&1 && apt-get update -qq && \
+	    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null; } || \
+	  echo "make: chromium is missing and could not be installed: install Debian's chromium \
+	(apt-get install chromium) or put a chromium on PATH; the browser test is skipped without it"
+
+test: $(STAMP) browser
 	$(BIN)/python -m pytest -q
 
 lint: $(STAMP)
@@ -31,6 +39,7 @@ bench: $(STAMP)
 	$(BIN)/python bench/bench_audit.py
 	$(BIN)/python bench/bench_loss.py
 	$(BIN)/python bench/bench_trust.py
+	$(BIN)/python bench/bench_report.py
 
 clean:
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache

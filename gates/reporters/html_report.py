@@ -52,7 +52,9 @@ def _svg(figure: Figure) -> str:
     with mpl.rc_context({"svg.fonttype": "none", "svg.hashsalt": "gates"}):
         figure.savefig(buffer, format="svg", metadata={"Date": None})
     text = buffer.getvalue()
-    return text[text.index("<svg") :]
+    text = text[text.index("<svg") :]
+    start, end = text.find("<metadata>"), text.find("</metadata>")
+    return text[:start] + text[end + len("</metadata>") :] if start >= 0 <= end else text
 
 
 def _sampled(count: int, keep: Iterable[int]) -> np.ndarray:
@@ -120,7 +122,7 @@ def loss_chart(curves: LossCurves) -> str:
             axes.axvline(first, color="#a4000f", lw=1, ls=":", gid="first-divergence")
         losses.annotate(
             f"first divergence: step {first}",
-            (first, 1),
+            (first, 0.5),
             xycoords=("data", "axes fraction"),
             xytext=(4, -12),
             textcoords="offset points",
@@ -164,6 +166,7 @@ def _aggregate(tensors: TensorMap) -> tuple[list[str], np.ndarray, np.ndarray, i
 
 
 def tensor_chart(tensors: TensorMap) -> str:
+    import matplotlib as mpl  # noqa: PLC0415
     from matplotlib.patches import Rectangle  # noqa: PLC0415
 
     labels, fraction, unequal, first_row = _aggregate(tensors)
@@ -174,13 +177,12 @@ def tensor_chart(tensors: TensorMap) -> str:
     image = axes.imshow(
         masked,
         aspect="auto",
-        cmap="RdYlGn_r",
+        cmap=mpl.colormaps["RdYlGn_r"].with_extremes(bad="#e9ecef"),
         vmin=0,
         vmax=1,
         interpolation="nearest",
         gid="tensor-map",
     )
-    image.cmap.set_bad("#e9ecef")
     axes.set_xticks(range(len(tensors.phases)), tensors.phases, rotation=20, fontsize=8)
     axes.set_yticks(range(len(labels)), labels, fontsize=7 if len(labels) > 40 else 8)
     if len(labels) * len(tensors.phases) <= 400:
