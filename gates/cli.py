@@ -893,6 +893,50 @@ def report(state: State, out: Path, output_format: str) -> None:
 
 
 @cli.command()
+@click.argument("revision_range", metavar="[RANGE]", required=False)
+@click.option("--step", type=click.IntRange(min=1), help="Since when is step N bit-exact?")
+@click.option("--record", is_flag=True, help="Audit HEAD and record its signed note first.")
+@click.option("--fill", is_flag=True, help="Audit commits without a note (temporary worktree).")
+@click.option(
+    "--key",
+    "key_path",
+    type=click.Path(dir_okay=False, path_type=Path),
+    help="Sign notes with this key (default: GATES_SIGNING_KEY).",
+)
+@click.option("--max-count", "depth", default=50, show_default=True, help="Without RANGE.")
+@_FORMAT
+@pass_state
+def history(
+    state: State,
+    revision_range: str | None,
+    step: int | None,
+    record: bool,
+    fill: bool,
+    key_path: Path | None,
+    depth: int,
+    output_format: str,
+) -> None:
+    """formal_alignment_steps per commit, from signed notes (refs/notes/gates)."""
+    from gates.commands import history as history_command
+
+    sys.exit(
+        history_command.history_command(
+            state.workspace(),
+            revision_range,
+            step=step,
+            record=record,
+            fill=fill,
+            key_path=key_path,
+            depth=depth,
+            policy_ref=state.policy_ref,
+            trust=state.trust,
+            as_json=output_format == "json",
+            echo=_echo,
+        )
+    )
+
+
+@cli.command()
 @click.option("--keep", is_flag=True, help="Keep the temporary workspace to explore it.")
 def demo(keep: bool) -> None:
     """Show the whole story on a small workspace built in a temporary folder."""
