@@ -879,15 +879,25 @@ def attest_verify(
     type=click.Path(file_okay=False, path_type=Path),
     help="Folder to write report.html into (one self-contained page).",
 )
+@click.option(
+    "--history",
+    "history_range",
+    metavar="RANGE",
+    help="Add the chart of formal_alignment_steps over RANGE from the signed notes.",
+)
 @_FORMAT
 @pass_state
-def report(state: State, out: Path, output_format: str) -> None:
+def report(state: State, out: Path, history_range: str | None, output_format: str) -> None:
     """The audit as one page: verdict, contracts, loss curves, tensor map, evidence."""
     from gates.commands import report as report_command
 
     sys.exit(
         report_command.report(
-            state.workspace(), state.cwd() / out, as_json=output_format == "json", echo=_echo
+            state.workspace(),
+            state.cwd() / out,
+            as_json=output_format == "json",
+            echo=_echo,
+            history_range=history_range,
         )
     )
 

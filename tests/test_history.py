@@ -182,3 +182,20 @@ def test_recording_needs_a_key_and_a_bad_range_is_one_error_line(
     option = ws.gates(capsys, "history", "--", "--output=/tmp/x")
     assert option.code == 2
     assert "not a revision range: --output=/tmp/x" in option.err
+
+
+def test_the_html_report_charts_the_history_and_marks_untrusted_notes(
+    ws: Workspace, capsys: pytest.CaptureFixture[str], signing: TrustSetup, tmp_path: Path
+) -> None:
+    made = commits(ws, 3)
+    record(ws.root, summary(made[0], 57), load_key(signing.key))
+    record(ws.root, summary(made[1], 100), load_key(signing.key))
+    stranger = make_trust(tmp_path / "stranger", name="stranger")
+    record(ws.root, summary(made[2], 100), load_key(stranger.key))
+    out = tmp_path / "report"
+    result = ws.gates(capsys, "report", "--html", str(out), "--history", f"{made[0]}~1..HEAD")
+    assert result.code == 0, result.err
+    page = (out / "report.html").read_text()
+    assert 'id="history-formal-steps"' in page
+    assert 'id="history-untrusted"' in page
+    assert "1 note(s) are not signed by a trusted key: shown, never counted as fact." in page

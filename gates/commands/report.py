@@ -11,6 +11,8 @@ from gates.atomic import write_text_atomic
 from gates.commands import Echo
 from gates.engine import run_audit
 from gates.errors import GatesError
+from gates.history import history
+from gates.policy import policy_of
 from gates.reporters import html_report
 from gates.reporters.report_data import HistoryPoint, report_data
 from gates.workspace import Workspace
@@ -32,12 +34,20 @@ def report(
     *,
     as_json: bool,
     echo: Echo,
-    history: tuple[HistoryPoint, ...] = (),
+    history_range: str | None = None,
 ) -> int:
     """Write OUT/report.html; exit 0 once written, whatever the verdict (the page says it)."""
     _require_matplotlib()
     result = run_audit(workspace)
-    data = report_data(workspace, result, history)
+    points: tuple[HistoryPoint, ...] = ()
+    if history_range is not None:
+        _, policy = policy_of(workspace)
+        points = tuple(
+            HistoryPoint(e.commit, e.summary.formal_alignment_steps, e.fact is not None)
+            for e in history(workspace.root, history_range or None, policy.anchors)
+            if e.summary is not None
+        )
+    data = report_data(workspace, result, points)
     page = html_report.render(data)
     target = out / REPORT_FILE
     write_text_atomic(target, page)
