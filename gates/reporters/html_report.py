@@ -39,10 +39,13 @@ td,th{border:1px solid #ddd;padding:.25rem .4rem;text-align:left;vertical-align:
 """
 
 
-def _figure(width: float, height: float) -> Figure:
+def _figure(width: float, height: float, *, left: float = 0.09, bottom: float = 0.1) -> Figure:
+    """Fixed margins: a constrained layout would draw every figure several times."""
     from matplotlib.figure import Figure  # noqa: PLC0415  (the optional `report` extra)
 
-    return Figure(figsize=(width, height), layout="constrained")
+    figure = Figure(figsize=(width, height))
+    figure.subplots_adjust(left=left, right=0.98, top=0.95, bottom=bottom, hspace=0.12)
+    return figure
 
 
 def _svg(figure: Figure) -> str:
@@ -161,7 +164,10 @@ def _aggregate(tensors: TensorMap) -> tuple[list[str], np.ndarray, np.ndarray, i
         ]
         first_row = first_row // size if first_row is not None else None
     with np.errstate(invalid="ignore", divide="ignore"):
-        fraction = np.where(total > 0, unequal / np.maximum(total, 1), np.nan)
+        share = unequal / np.maximum(total, 1)
+    # one differing tensor among thousands must not look equal: any difference starts at
+    # orange (0.35) and grows to red with the share that differs
+    fraction = np.where(total > 0, np.where(unequal > 0, 0.35 + 0.65 * share, 0.0), np.nan)
     return labels, fraction, unequal, first_row
 
 
@@ -171,7 +177,7 @@ def tensor_chart(tensors: TensorMap) -> str:
 
     labels, fraction, unequal, first_row = _aggregate(tensors)
     height = min(2 + 0.22 * len(labels), 22)
-    figure = _figure(8, height)
+    figure = _figure(9, height, left=0.3, bottom=0.6 / height + 0.02)
     axes = figure.subplots()
     masked = np.ma.masked_invalid(fraction)
     image = axes.imshow(
@@ -202,12 +208,13 @@ def tensor_chart(tensors: TensorMap) -> str:
                 gid="first-differing-tensor",
             )
         )
-    figure.colorbar(image, ax=axes, label="share of tensors that differ", shrink=0.6)
+    bar = figure.colorbar(image, ax=axes, shrink=0.6, pad=0.02)
+    bar.set_ticks([0, 0.35, 1], labels=["all equal", "some differ", "all differ"])
     return _svg(figure)
 
 
 def history_chart(data: ReportData) -> str:
-    figure = _figure(10, 3)
+    figure = _figure(10, 3, bottom=0.25)
     axes = figure.subplots()
     points = data.history
     trusted = [(i, p.formal_alignment_steps) for i, p in enumerate(points) if p.trusted]

@@ -12,7 +12,6 @@ from pathlib import Path
 import numpy as np
 
 from gates.audit_summary import AuditSummary, summarize
-from gates.checkpoints.rulefile import RULE_KEYS, ruleset_from_params, workspace_ruleset
 from gates.contracts import tensor_alignment
 from gates.contracts.model import ContractResult, EvaluationError
 from gates.engine import AuditResult
@@ -21,8 +20,10 @@ from gates.losses import LossFileError, read_losses
 from gates.paths import resolve_inside
 from gates.receipts.model import ArtifactKind, Receipt
 from gates.receipts.verify import Judgement, Status
-from gates.tensors.compare import Comparison, Selection, compare_dumps
-from gates.tensors.layout import Dump, open_dump, read_step
+from gates.tensors.compare import Comparison
+from gates.tensors.layout import ORDER_FILE, PHASES, Dump, open_dump
+from gates.tensors.layout import _order as read_order
+from gates.tensors.progress import CRITERION as TENSOR_CRITERION
 from gates.workspace import Workspace
 
 INVENTORY_CHECK = "tensor_inventory"
@@ -234,58 +235,52 @@ def layer_of(name: str) -> str:
     return f"layer {int(found.group(1)):>3}" if found else "other"
 
 
-def _tensor_comparison(
-    workspace: Workspace, contract: ContractResult
-) -> tuple[Comparison, Dump, tuple[str, ...]]:
-    """The contract's comparison again, with its own parameters (the audit keeps only its
-    verdict): the per-tensor results the map needs."""
-    raw = dict(contract.spec.params)
-    params, steps, phases = tensor_alignment._parse(raw)
-    if any(key in raw for key in RULE_KEYS):
-        ruleset = ruleset_from_params(raw, "tensor-alignment contract")
-    else:
-        ruleset, _ = workspace_ruleset(workspace)
-    root = workspace.root
-    reference = open_dump(resolve_inside(root, params.reference, what="dump"), params.reference)
-    candidate = open_dump(resolve_inside(root, params.candidate, what="dump"), params.candidate)
-    comparison = compare_dumps(
-        reference,
-        candidate,
-        ruleset,
-        Selection(steps, phases, phases_required=True),
-        slots=params.slots,
-    )
-    return comparison, candidate, phases
+def _audited_comparison(contract: ContractResult) -> Comparison | None:
+    """The comparison the audit made for the contract (its typed figures), if it got that far."""
+    for criterion in contract.criteria:
+        if criterion.name == TENSOR_CRITERION and isinstance(criterion.data, Comparison):
+            return criterion.data
+    return None
+
+
+def _candidate_dump(workspace: Workspace, contract: ContractResult) -> Dump:
+    params, _, _ = tensor_alignment._parse(dict(contract.spec.params))
+    folder = resolve_inside(workspace.root, params.candidate, what="dump")
+    return open_dump(folder, params.candidate)
 
 
 def tensor_map(workspace: Workspace, result: AuditResult) -> TensorMap | None:
-    """Layers by phases over the required steps: how many tensors were compared in each
-    cell and how many differ, the first differing tensor's cell marked."""
+    """Layers by phases over the compared steps: how many tensors each cell holds (from the
+    candidate's order files, which the comparison checked against its headers) and how many
+    differ, the first differing tensor's cell marked."""
     contract = next((c for c in result.contracts if c.spec.check == tensor_alignment.CHECK), None)
     if contract is None:
         return None
+    comparison = _audited_comparison(contract)
+    if comparison is None:
+        unmet = contract.first_unmet
+        why = f"{unmet.name}: {unmet.detail}" if unmet else "no comparison"
+        return TensorMap((), (), (), (), None, "", (why,))
     try:
-        comparison, dump, phases = _tensor_comparison(workspace, contract)
-    except (GatesError, EvaluationError) as error:
+        dump = _candidate_dump(workspace, contract)
+        cells: dict[tuple[str, str], list[int]] = {}
+        for step in comparison.steps:
+            folder = dump.steps[step]
+            for phase, name in read_order(folder / ORDER_FILE, f"{dump.display}/{folder.name}"):
+                cells.setdefault((layer_of(name), phase), [0, 0])[0] += 1
+    except (GatesError, EvaluationError, KeyError) as error:
         message = error.one_line() if isinstance(error, GatesError) else str(error)
         return TensorMap((), (), (), (), None, "", (f"not comparable: {message}",))
-    cells: dict[tuple[str, str], list[int]] = {}
-    for step in comparison.steps:
-        step_dump = read_step(dump, step, phases)
-        for phase, phase_file in step_dump.phases.items():
-            for name in phase_file.header.tensors:
-                cells.setdefault((layer_of(name), phase), [0, 0])[0] += 1
     for tensor in comparison.unequal:
-        cell = cells.setdefault((layer_of(tensor.candidate), tensor.phase), [0, 0])
-        cell[1] += 1
+        cells.setdefault((layer_of(tensor.candidate), tensor.phase), [0, 0])[1] += 1
+    phases = [p for p in PHASES if any(phase == p for _, phase in cells)]
     layers = tuple(sorted({layer for layer, _ in cells}))
-    shown = tuple(p for p in phases if any((layer, p) in cells for layer in layers))
     first = comparison.first
     return TensorMap(
         layers,
-        shown,
-        tuple(tuple(cells.get((l, p), [0, 0])[0] for p in shown) for l in layers),  # noqa: E741
-        tuple(tuple(cells.get((l, p), [0, 0])[1] for p in shown) for l in layers),  # noqa: E741
+        tuple(phases),
+        tuple(tuple(cells.get((row, p), [0, 0])[0] for p in phases) for row in layers),
+        tuple(tuple(cells.get((row, p), [0, 0])[1] for p in phases) for row in layers),
         (layer_of(first.candidate), first.phase) if first else None,
         (
             f"step {first.step} {first.phase} {first.candidate}"
