@@ -10,8 +10,6 @@ from typing import TYPE_CHECKING, Literal
 
 from pydantic import BaseModel, ConfigDict, NonNegativeInt
 
-from gates.tensors.progress import tensor_progress
-
 if TYPE_CHECKING:
     from gates.engine import AuditResult
 
@@ -52,6 +50,8 @@ class AuditSummary(BaseModel):
 
 
 def summarize(result: AuditResult) -> AuditSummary:
+    from gates.tensors.progress import tensor_progress  # noqa: PLC0415  (history reads only)
+
     progress = tensor_progress(result.contracts)
     policy = result.policy
     return AuditSummary(

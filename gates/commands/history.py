@@ -8,18 +8,26 @@ import json
 import shutil
 import tempfile
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from gates import exitcodes
-from gates.audit_summary import summarize
 from gates.commands import Echo, note
-from gates.engine import run_audit
 from gates.errors import GatesError
 from gates.git import run_git
 from gates.history import Entry, NoteState, StepStory, history, record, step_story
-from gates.policy import govern, policy_of
 from gates.trust.anchors import Anchors
 from gates.trust.keys import SigningKey, SigningKeyError, key_from_environment, load_key
 from gates.workspace import Workspace, open_workspace
+
+if TYPE_CHECKING:
+    from gates.engine import AuditResult
+
+
+def _audit(workspace: Workspace) -> AuditResult:
+    """The audit, imported only when one runs: listing notes needs none of it."""
+    from gates.engine import run_audit  # noqa: PLC0415
+
+    return run_audit(workspace)
 
 
 def signing_key(key_path: Path | None) -> SigningKey:
@@ -33,7 +41,9 @@ def signing_key(key_path: Path | None) -> SigningKey:
 
 
 def record_head(workspace: Workspace, key: SigningKey) -> None:
-    result = run_audit(workspace)
+    from gates.audit_summary import summarize  # noqa: PLC0415
+
+    result = _audit(workspace)
     commit = record(workspace.root, summarize(result), key)
     note(
         f"recorded {commit[:12]}: verdict={result.verdict} formal_alignment_steps = "
@@ -51,6 +61,9 @@ def fill_missing(
 ) -> list[str]:
     """Audit each commit without a note in a temporary worktree (removed afterwards) and
     record it; a commit that cannot be audited is said and skipped."""
+    from gates.audit_summary import summarize  # noqa: PLC0415
+    from gates.policy import govern  # noqa: PLC0415
+
     recorded = []
     for entry in entries:
         if entry.state is not NoteState.MISSING:
@@ -60,7 +73,7 @@ def fill_missing(
         try:
             run_git(root, "worktree", "add", "--detach", "--quiet", str(tree), entry.commit)
             governed, _ = govern(open_workspace(tree), ref_option=policy_ref, trust=trust)
-            record(root, summarize(run_audit(governed)), key)
+            record(root, summarize(_audit(governed)), key)
             recorded.append(entry.commit)
             note(f"filled {entry.commit[:12]}")
         except GatesError as error:
@@ -197,6 +210,8 @@ def history_command(
     as_json: bool,
     echo: Echo,
 ) -> int:
+    from gates.policy import policy_of  # noqa: PLC0415
+
     _, policy = policy_of(workspace)
     root = workspace.root
     if record or fill:
