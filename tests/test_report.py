@@ -238,3 +238,22 @@ def test_the_page_renders_its_charts_in_a_real_browser(
         text=True,
     )
     assert 'id="reference-loss"' in dom.stdout and 'id="candidate-loss"' in dom.stdout
+
+
+def test_a_hostile_path_is_text_not_markup_nor_mathtext(
+    ws: Workspace, capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    """The PR names its files: `<script>` must stay text and `$...$` must not be parsed as
+    matplotlib mathtext (which would fail on an unbalanced `$`)."""
+    folder = ws.root / "results/paddle/$x<script>alert(1)</script>"
+    folder.mkdir(parents=True)
+    (folder / "loss.json").write_text(json.dumps({"losses": [2.0, 1.5, 1.25]}))
+    subject = f"{folder.relative_to(ws.root).as_posix()}/loss.json"
+    created = ws.gates(
+        capsys, "receipt", "create", "--kind", "loss", "--subject", subject, "--framework", "paddle"
+    )
+    assert created.code == 0, created.err
+    page = report(ws, capsys, tmp_path / "out")
+    assert "<script" not in page
+    assert "$x&lt;script&gt;alert(1)&lt;/script&gt;/loss.receipt.json" in page
+    assert 'id="candidate-loss"' in page

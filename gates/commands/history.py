@@ -4,9 +4,12 @@ temporary worktree; `--step N` says since when step N is bit-exact and what brok
 
 from __future__ import annotations
 
+import contextlib
 import json
+import os
 import shutil
 import tempfile
+from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -16,7 +19,13 @@ from gates.errors import GatesError
 from gates.git import run_git
 from gates.history import Entry, NoteState, StepStory, history, record, step_story
 from gates.trust.anchors import Anchors
-from gates.trust.keys import SigningKey, SigningKeyError, key_from_environment, load_key
+from gates.trust.keys import (
+    SIGNING_KEY_VARIABLE,
+    SigningKey,
+    SigningKeyError,
+    key_from_environment,
+    load_key,
+)
 from gates.workspace import Workspace, open_workspace
 
 if TYPE_CHECKING:
@@ -28,6 +37,18 @@ def _audit(workspace: Workspace) -> AuditResult:
     from gates.engine import run_audit  # noqa: PLC0415
 
     return run_audit(workspace)
+
+
+@contextlib.contextmanager
+def _key_hidden() -> Iterator[None]:
+    """The key is in memory: the audits that follow (and any subprocess they start) do not
+    learn where its file is from the environment."""
+    saved = os.environ.pop(SIGNING_KEY_VARIABLE, None)
+    try:
+        yield
+    finally:
+        if saved is not None:
+            os.environ[SIGNING_KEY_VARIABLE] = saved
 
 
 def signing_key(key_path: Path | None) -> SigningKey:
@@ -216,11 +237,12 @@ def history_command(
     root = workspace.root
     if record or fill:
         key = signing_key(key_path)
-        if record:
-            record_head(workspace, key)
-        if fill:
-            missing = history(root, revision_range, policy.anchors, depth)
-            fill_missing(root, missing, key, policy_ref=policy_ref, trust=trust)
+        with _key_hidden():
+            if record:
+                record_head(workspace, key)
+            if fill:
+                missing = history(root, revision_range, policy.anchors, depth)
+                fill_missing(root, missing, key, policy_ref=policy_ref, trust=trust)
     return show(
         root,
         policy.anchors,

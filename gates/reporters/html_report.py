@@ -385,6 +385,15 @@ def _history(data: ReportData) -> str:
 
 
 def render(data: ReportData) -> str:
+    """The page. Text from the workspace (paths, tensor names) is escaped in the HTML, and
+    matplotlib draws it literally: mathtext (`$...$`) is off, so a path is never parsed."""
+    import matplotlib as mpl  # noqa: PLC0415
+
+    with mpl.rc_context({"text.parse_math": False, "text.usetex": False}):
+        return _page(data)
+
+
+def _page(data: ReportData) -> str:
     sections = [
         _top(data),
         _contracts(data),
