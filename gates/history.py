@@ -155,9 +155,12 @@ def judge_note(commit: str, data: bytes, anchors: Anchors) -> tuple[NoteState, s
     attestation, payload = verify_envelope(envelope, anchors, None)
     if attestation.state is not Attested.TRUSTED or payload is None:
         return NoteState.UNTRUSTED, f"{attestation.state.value}: {attestation.reason}", claimed
-    statement = json.loads(payload)
-    subject = statement.get("subject") or [{}]
-    signed_for = subject[0].get("digest", {}).get("gitCommit") if subject else None
+    try:
+        statement = json.loads(payload)
+        signed_for = statement["subject"][0]["digest"]["gitCommit"]
+        summary = statement["predicate"]["summary"]
+    except (ValueError, KeyError, IndexError, TypeError):
+        return NoteState.UNTRUSTED, "signed, but not an audit summary", claimed
     if statement.get("predicateType") != NOTE_PREDICATE:
         return NoteState.UNTRUSTED, "signed, but not an audit summary", claimed
     if signed_for != commit:
@@ -166,7 +169,7 @@ def judge_note(commit: str, data: bytes, anchors: Anchors) -> tuple[NoteState, s
             f"signed for commit {str(signed_for)[:12]}, attached to {commit[:12]}",
             claimed,
         )
-    return NoteState.TRUSTED, attestation.reason, statement.get("predicate", {}).get("summary")
+    return NoteState.TRUSTED, attestation.reason, summary
 
 
 def _claimed(envelope: object) -> Any:

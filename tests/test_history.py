@@ -12,6 +12,7 @@ import pytest
 
 from gates.audit_summary import AuditSummary, ContractStatus, PolicyRef
 from gates.history import NOTES_REF, record
+from gates.trust.envelope import STATEMENT_TYPE, sign_statement
 from gates.trust.keys import load_key
 from tests.conftest import (
     TrustSetup,
@@ -199,3 +200,22 @@ def test_the_html_report_charts_the_history_and_marks_untrusted_notes(
     assert 'id="history-formal-steps"' in page
     assert 'id="history-untrusted"' in page
     assert "1 note(s) are not signed by a trusted key: shown, never counted as fact." in page
+
+
+def test_a_trusted_signature_over_something_else_is_not_a_summary(
+    ws: Workspace, capsys: pytest.CaptureFixture[str], signing: TrustSetup
+) -> None:
+    """A genuine envelope of the CI key (a receipt's, say) attached as a note proves nothing."""
+    head = ws.repo.head.commit.hexsha
+    other = {
+        "_type": STATEMENT_TYPE,
+        "subject": [{"name": "commit", "digest": {"gitCommit": head}}],
+        "predicateType": "https://gates.dev/attestation/receipt/v1",
+        "predicate": {"anything": 1},
+    }
+    envelope = sign_statement(other, load_key(signing.key))
+    ws.repo.git.notes("--ref", NOTES_REF, "add", "-m", json.dumps(envelope), head)
+    row = by_commit(history(ws, capsys))[head]
+    assert row["note"] == "untrusted"
+    assert row["reason"] == "signed, but not an audit summary"
+    assert row["summary"] is None

@@ -128,7 +128,7 @@ def _side(root: Path, judgement: Judgement, formal: bool) -> LossSide | None:
     except LossFileError as error:
         try:
             values = _lenient_values(root / relpath)
-        except (OSError, ValueError):
+        except (OSError, ValueError, RecursionError):
             values = ()
         return LossSide(judgement.path, values, False, error.one_line())
 

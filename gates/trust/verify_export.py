@@ -132,12 +132,15 @@ def verify_export(folder: Path, anchors: Anchors) -> ExportCheck:
     vsa, statement = _vsa_statement(folder, anchors)
     if statement is None:
         return ExportCheck(envelopes, vsa, (*problems, f"{vsa.name}: {vsa.reason}"))
-    predicate = statement.get("predicate") or {}
+    raw_predicate = statement.get("predicate")
+    predicate: dict[str, Any] = raw_predicate if isinstance(raw_predicate, dict) else {}
     by_digest = {e.digest: e for e in envelopes if e.digest}
     referenced: set[str] = set()
-    for entry in predicate.get("inputAttestations") or []:
+    inputs = predicate.get("inputAttestations")
+    for entry in inputs if isinstance(inputs, list) else []:
         uri = entry.get("uri", "?") if isinstance(entry, dict) else "?"
-        digest = entry.get("digest", {}).get("sha256") if isinstance(entry, dict) else None
+        digests = entry.get("digest") if isinstance(entry, dict) else None
+        digest = digests.get("sha256") if isinstance(digests, dict) else None
         found = by_digest.get(digest) if isinstance(digest, str) else None
         if found is None:
             problems.append(
