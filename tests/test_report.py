@@ -157,7 +157,7 @@ def test_the_tensor_map_marks_the_first_differing_tensor(
     assert f"First differing tensor (outlined): step 3 grad {PREFIX}.up_gate_proj.weight" in words
     assert 'id="tensor-map"' in page
     assert 'id="first-differing-tensor"' in page
-    assert "tensor(s) compared over 2 row(s)" in words  # layer 0 and the embedding
+    assert "tensor(s) dumped, in 2 row(s)" in words  # layer 0 and the embedding
 
 
 def test_sixty_thousand_tensors_aggregate_and_the_page_stays_small(
@@ -176,7 +176,7 @@ def test_sixty_thousand_tensors_aggregate_and_the_page_stays_small(
     page = report(ws, capsys, tmp_path / "out")
     assert len(page.encode()) < 5_000_000
     words = text_of(page)
-    assert "60000 tensor(s) compared over 75 row(s)." in words
+    assert "60000 candidate tensor(s) dumped, in 75 row(s)." in words
     assert f"step 1 param {names[-1]}" in words
     assert 'id="first-differing-tensor"' in page
 

@@ -329,7 +329,8 @@ def _tensors(data: ReportData) -> str:
     )
     total = sum(map(sum, tensors.total))
     chart = f'<div class="chart" id="tensor-chart">{tensor_chart(tensors)}</div>'
-    summary = f'<p class="note">{total} tensor(s) compared over {len(tensors.layers)} row(s).</p>'
+    rows = len(tensors.layers)
+    summary = f'<p class="note">{total} candidate tensor(s) dumped, in {rows} row(s).</p>'
     return f'<section id="tensors">{title}{first}{notes}{summary}{chart}</section>'
 
 
