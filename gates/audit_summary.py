@@ -41,6 +41,7 @@ class AuditSummary(BaseModel):
     formal_alignment_steps: NonNegativeInt
     required_steps: NonNegativeInt
     tensor_aligned_steps: NonNegativeInt | None
+    tensor_required_steps: NonNegativeInt | None = None
     contracts: tuple[ContractStatus, ...]
     policy: PolicyRef
 
@@ -60,6 +61,7 @@ def summarize(result: AuditResult) -> AuditSummary:
         formal_alignment_steps=result.formal_alignment_steps,
         required_steps=result.required_steps,
         tensor_aligned_steps=progress.aligned if progress is not None else None,
+        tensor_required_steps=progress.required if progress is not None else None,
         contracts=tuple(
             ContractStatus(id=c.spec.id, blocking=c.spec.blocking, status=c.status.value)
             for c in result.contracts

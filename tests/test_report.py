@@ -155,6 +155,7 @@ def test_the_tensor_map_marks_the_first_differing_tensor(
     page = report(ws, capsys, tmp_path / "out")
     words = text_of(page)
     assert f"First differing tensor (outlined): step 3 grad {PREFIX}.up_gate_proj.weight" in words
+    assert "tensor_aligned_steps = 2 / 3" in words  # the tensor contract's steps, not the loss's
     assert 'id="tensor-map"' in page
     assert 'id="first-differing-tensor"' in page
     assert "tensor(s) dumped, in 2 row(s)" in words  # layer 0 and the embedding

@@ -118,7 +118,8 @@ def verify(folder: Path, anchors: Anchors, *, as_json: bool, expect_pass: bool, 
         echo(f"{name}: verifies, but the VSA does not name it as an input")
     if check.ok and summary is not None:
         tensor = (
-            f", tensor_aligned_steps = {summary.tensor_aligned_steps}"
+            f", tensor_aligned_steps = {summary.tensor_aligned_steps} / "
+            f"{summary.tensor_required_steps}"
             if summary.tensor_aligned_steps is not None
             else ""
         )

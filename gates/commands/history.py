@@ -111,7 +111,7 @@ def _figures(entry: Entry) -> tuple[str, str, str]:
     if summary is None:
         return "-", "-", "-"
     tensor = (
-        f"{summary.tensor_aligned_steps}/{summary.required_steps}"
+        f"{summary.tensor_aligned_steps}/{summary.tensor_required_steps}"
         if summary.tensor_aligned_steps is not None
         else "-"
     )

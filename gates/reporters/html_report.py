@@ -26,6 +26,8 @@ if TYPE_CHECKING:
 MAX_POINTS = 2000
 #: Beyond this many rows the tensor map aggregates neighbouring layers.
 MAX_ROWS = 96
+#: Where a cell with any differing tensor starts on the colour scale (orange).
+SOME_DIFFER = 0.7
 
 _STYLE = """
 body{font-family:system-ui,sans-serif;margin:1.5rem auto;max-width:72rem;color:#1b1b1b}
@@ -166,8 +168,10 @@ def _aggregate(tensors: TensorMap) -> tuple[list[str], np.ndarray, np.ndarray, i
     with np.errstate(invalid="ignore", divide="ignore"):
         share = unequal / np.maximum(total, 1)
     # one differing tensor among thousands must not look equal: any difference starts at
-    # orange (0.35) and grows to red with the share that differs
-    fraction = np.where(total > 0, np.where(unequal > 0, 0.35 + 0.65 * share, 0.0), np.nan)
+    # orange and grows to red with the share that differs
+    fraction = np.where(
+        total > 0, np.where(unequal > 0, SOME_DIFFER + (1 - SOME_DIFFER) * share, 0.0), np.nan
+    )
     return labels, fraction, unequal, first_row
 
 
@@ -209,7 +213,7 @@ def tensor_chart(tensors: TensorMap) -> str:
             )
         )
     bar = figure.colorbar(image, ax=axes, shrink=0.6, pad=0.02)
-    bar.set_ticks([0, 0.35, 1], labels=["all equal", "some differ", "all differ"])
+    bar.set_ticks([0, SOME_DIFFER, 1], labels=["all equal", "some differ", "all differ"])
     return _svg(figure)
 
 
@@ -257,7 +261,7 @@ def _table(headers: list[str], rows: Iterable[list[str]], table_id: str) -> str:
 def _top(data: ReportData) -> str:
     s = data.summary
     tensor = (
-        f" · tensor_aligned_steps = {s.tensor_aligned_steps} / {s.required_steps}"
+        f" · tensor_aligned_steps = {s.tensor_aligned_steps} / {s.tensor_required_steps}"
         if s.tensor_aligned_steps is not None
         else ""
     )
@@ -365,6 +369,8 @@ def _evidence(data: ReportData) -> str:
         ]
         for r in data.evidence
     ]
+    if not rows:
+        rows = [["", "no receipt was looked at by any contract", "", "", "", ""]]
     table = _table(["contract", "receipt", "kind", "framework", "counts", "why"], rows, "evidence")
     return f'<section id="evidence-section"><h2>Evidence</h2>{table}</section>'
 
