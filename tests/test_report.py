@@ -258,3 +258,16 @@ def test_a_hostile_path_is_text_not_markup_nor_mathtext(
     assert "<script" not in page
     assert "$x&lt;script&gt;alert(1)&lt;/script&gt;/loss.receipt.json" in page
     assert 'id="candidate-loss"' in page
+
+
+def test_an_unwritable_target_is_one_error_line(
+    ws: Workspace, capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    blocker = tmp_path / "taken"
+    blocker.write_text("a file, not a folder\n")
+    result = ws.gates(capsys, "report", "--html", str(blocker / "sub"))
+    assert result.code == 2
+    lines = result.err.strip().splitlines()
+    assert len(lines) == 1
+    assert lines[0].startswith(f"gates: error: {blocker / 'sub' / 'report.html'}: cannot write")
+    assert "internal error" not in lines[0]

@@ -50,7 +50,14 @@ def report(
     data = report_data(workspace, result, points)
     page = html_report.render(data)
     target = out / REPORT_FILE
-    write_text_atomic(target, page)
+    try:
+        write_text_atomic(target, page)
+    except OSError as error:
+        raise GatesError(
+            f"cannot write the report: {error.strerror}",
+            file=target,
+            hint="pass --html a folder you can write (outside the repository)",
+        ) from None
     if as_json:
         echo(
             json.dumps(
