@@ -842,110 +842,6 @@ def attest_export(
     )
 
 
-@attest.command("verify")
-@click.argument("folder", type=click.Path(file_okay=False, path_type=Path))
-@click.option(
-    "--trust",
-    "trust_path",
-    type=click.Path(dir_okay=False, path_type=Path),
-    help="The trust file to verify with (default: gates --trust, then GATES_TRUST).",
-)
-@click.option("--expect-pass", is_flag=True, help="Also fail unless the VSA says PASSED.")
-@_FORMAT
-@pass_state
-def attest_verify(
-    state: State, folder: Path, trust_path: Path | None, expect_pass: bool, output_format: str
-) -> None:
-    """Verify exported envelopes and the VSA with a trust file: exit 0 verified, 1 not."""
-    from gates.commands import attest as attest_command
-
-    anchors = attest_command.anchors_for_verify(trust_path or state.trust)
-    sys.exit(
-        attest_command.verify(
-            state.cwd() / folder,
-            anchors,
-            as_json=output_format == "json",
-            expect_pass=expect_pass,
-            echo=_echo,
-        )
-    )
-
-
-@cli.command()
-@click.option(
-    "--html",
-    "out",
-    required=True,
-    type=click.Path(file_okay=False, path_type=Path),
-    help="Folder to write report.html into (one self-contained page).",
-)
-@click.option(
-    "--history",
-    "history_range",
-    metavar="RANGE",
-    help="Add the chart of formal_alignment_steps over RANGE from the signed notes.",
-)
-@_FORMAT
-@pass_state
-def report(state: State, out: Path, history_range: str | None, output_format: str) -> None:
-    """The audit as one page: verdict, contracts, loss curves, tensor map, evidence."""
-    from gates.commands import report as report_command
-
-    sys.exit(
-        report_command.report(
-            state.workspace(),
-            state.cwd() / out,
-            as_json=output_format == "json",
-            echo=_echo,
-            history_range=history_range,
-        )
-    )
-
-
-@cli.command()
-@click.argument("revision_range", metavar="[RANGE]", required=False)
-@click.option("--step", type=click.IntRange(min=1), help="Since when is step N bit-exact?")
-@click.option("--record", is_flag=True, help="Audit HEAD and record its signed note first.")
-@click.option("--fill", is_flag=True, help="Audit commits without a note (temporary worktree).")
-@click.option(
-    "--key",
-    "key_path",
-    type=click.Path(dir_okay=False, path_type=Path),
-    help="Sign notes with this key (default: GATES_SIGNING_KEY).",
-)
-@click.option("--max-count", "depth", default=50, show_default=True, help="Without RANGE.")
-@_FORMAT
-@pass_state
-def history(
-    state: State,
-    revision_range: str | None,
-    step: int | None,
-    record: bool,
-    fill: bool,
-    key_path: Path | None,
-    depth: int,
-    output_format: str,
-) -> None:
-    """formal_alignment_steps per commit, from signed notes (refs/notes/gates)."""
-    from gates.commands import history as history_command
-
-    sys.exit(
-        history_command.history_command(
-            state.workspace(),
-            revision_range,
-            step=step,
-            record=record,
-            fill=fill,
-            key_path=key_path,
-            depth=depth,
-            policy_ref=state.policy_ref,
-            trust=state.trust,
-            as_json=output_format == "json",
-            echo=_echo,
-        )
-    )
-
-
 @cli.command()
 @click.option("--keep", is_flag=True, help="Keep the temporary workspace to explore it.")
 def demo(keep: bool) -> None:
@@ -953,6 +849,14 @@ def demo(keep: bool) -> None:
     from gates.commands import demo as demo_command
 
     sys.exit(demo_command.demo(keep=keep, echo=_echo))
+
+
+# report, history, attest verify (docs/report.md): defined in their own module
+from gates.commands.cli_report import attest_verify, history, report  # noqa: E402
+
+cli.add_command(report)
+cli.add_command(history)
+attest.add_command(attest_verify)
 
 
 def _fail(message: str, code: int = exitcodes.ERROR) -> NoReturn:
