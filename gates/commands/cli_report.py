@@ -5,12 +5,24 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
 import click
 
 if TYPE_CHECKING:
-    from gates.cli import State
+    from gates.workspace import Workspace
+
+
+class State(Protocol):
+    """What these commands use of gates.cli's State (not imported: no cycle)."""
+
+    policy_ref: str | None
+    trust: Path | None
+
+    def workspace(self) -> Workspace: ...
+
+    def cwd(self) -> Path: ...
+
 
 FORMAT = click.option(
     "--format",
