@@ -4,14 +4,14 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: demo test test-fast lint bench clean bubblewrap actionlint
+.PHONY: demo test test-fast lint bench clean bubblewrap actionlint browser
 
 $(STAMP): pyproject.toml | bubblewrap
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
 	# the distribution was called "gates" before 0.3.0: drop that copy from older venvs
 	$(BIN)/python -m pip uninstall --quiet --yes gates 2>/dev/null || true
-	$(BIN)/python -m pip install --quiet -e '.[test,lint,paddle]'
+	$(BIN)/python -m pip install --quiet -e '.[test,lint,paddle,report]'
 	# the real GlmMoeDsaConfig for the config-semantics tests; its own dependency list is
 	# heavy (datasets, scikit-learn, librosa, modelscope), and its configuration modules
 	# need only what the test extra installs (docs/config.md)
@@ -38,7 +38,15 @@ actionlint:
 demo: $(STAMP)
 	$(BIN)/gates demo
 
-test: $(STAMP)
+# a real headless browser opens the HTML report in the tests (tests/test_report.py)
+browser:
+	@command -v chromium >/dev/null 2>&1 || command -v chromium-browser >/dev/null 2>&1 || \
+	  { command -v apt-get >/dev/null 2>&1 && apt-get update -qq && \
+	    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null; } || \
+	  echo "make: chromium is missing and could not be installed: install Debian's chromium \
+	(apt-get install chromium) or put a chromium on PATH; the browser test is skipped without it"
+
+test: $(STAMP) browser
 	$(BIN)/python -m pytest -q
 
 # everything but the tests marked slow (real training runs, sandboxes, image builds): under a
@@ -57,6 +65,7 @@ bench: $(STAMP)
 	$(BIN)/python bench/bench_trust.py
 	$(BIN)/python bench/bench_sandbox.py
 	$(BIN)/python bench/bench_sides.py
+	$(BIN)/python bench/bench_report.py
 
 clean:
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache

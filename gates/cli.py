@@ -865,9 +865,16 @@ def attest() -> None:
     type=click.Path(dir_okay=False, path_type=Path),
     help="Sign the VSA with this key (default: GATES_SIGNING_KEY; unsigned without one).",
 )
+@click.option(
+    "--resource-uri",
+    metavar="URL",
+    help="The repository as others clone it (default: the URL of the remote origin).",
+)
 @_FORMAT
 @pass_state
-def attest_export(state: State, out: Path, key_path: Path | None, output_format: str) -> None:
+def attest_export(
+    state: State, out: Path, key_path: Path | None, resource_uri: str | None, output_format: str
+) -> None:
     """Write every accepted receipt's DSSE envelope and the verdict's VSA to OUT."""
     from gates.commands import attest as attest_command
 
@@ -878,6 +885,7 @@ def attest_export(state: State, out: Path, key_path: Path | None, output_format:
             key_path=key_path,
             as_json=output_format == "json",
             echo=_echo,
+            resource_uri=resource_uri,
         )
     )
 
@@ -889,6 +897,14 @@ def demo(keep: bool) -> None:
     from gates.commands import demo as demo_command
 
     sys.exit(demo_command.demo(keep=keep, echo=_echo))
+
+
+# report, history, attest verify (docs/report.md): defined in their own module
+from gates.commands.cli_report import attest_verify, history, report  # noqa: E402
+
+cli.add_command(report)
+cli.add_command(history)
+attest.add_command(attest_verify)
 
 
 def _fail(message: str, code: int = exitcodes.ERROR) -> NoReturn:

@@ -117,7 +117,17 @@ def invocations(ws: Workspace, claims: Path) -> dict[str, list[str]]:
             "model",
         ],
         "probe consumed": ["probe", "consumed", "model/probe_mtp.py:build"],
-        "attest export": ["attest", "export", "--out", str(claims.parent / "export")],
+        "attest export": [
+            "attest",
+            "export",
+            "--out",
+            str(claims.parent / "export"),
+            "--resource-uri",
+            "https://github.com/glm-port/glm52-paddle.git",
+        ],
+        "attest verify": ["attest", "verify", str(claims.parent / "export")],
+        "report": ["report", "--html", str(claims.parent / "html")],
+        "history": ["history"],
         "evidence": ["evidence"],
         "refresh": ["refresh", "--dry-run"],
     }

@@ -465,7 +465,17 @@ def test_export_writes_envelopes_that_securesystemslib_verifies(
     trusted: Workspace, capsys: pytest.CaptureFixture[str], tmp_path: Path, signing: TrustSetup
 ) -> None:
     out = tmp_path / "export"
-    result = trusted.gates(capsys, "attest", "export", "--out", str(out), "--format", "json")
+    result = trusted.gates(
+        capsys,
+        "attest",
+        "export",
+        "--out",
+        str(out),
+        "--format",
+        "json",
+        "--resource-uri",
+        "https://github.com/glm-port/glm52-paddle.git",
+    )
     assert result.code == 1  # blocked: the tensor inventory has no checkpoints here
     summary = json.loads(result.out)
     assert summary["vsa_signed"] is True

@@ -56,6 +56,9 @@ class Criterion:
     name: str
     met: bool
     detail: str
+    #: The typed figures behind the finding, for reporters (the tensor comparison); never
+    #: part of the verdict, never serialized.
+    data: object = field(default=None, compare=False, repr=False)
 
 
 @dataclass(frozen=True)

@@ -78,7 +78,7 @@ def _dump_criterion(side: str, folder: str, context: EvaluationContext) -> Crite
 def _equal(comparison: Comparison, steps: StepRange) -> Criterion:
     required = range(steps.first or 0, (steps.last or 0) + 1)
     detail = progress_detail(comparison, required)
-    return Criterion("tensors_equal", comparison.aligned, detail)
+    return Criterion("tensors_equal", comparison.aligned, detail, data=comparison)
 
 
 def evaluate(context: EvaluationContext, raw: dict[str, Any]) -> list[Criterion]:

@@ -113,6 +113,18 @@ def verify_document(
     return _verify_signatures(payload, signatures, anchors, framework)
 
 
+def verify_envelope(
+    envelope: object, anchors: Anchors, framework: str | None
+) -> tuple[Attestation, bytes | None]:
+    """Judge a standalone DSSE envelope (an exported one) and return its payload when it
+    decodes: trusted only with a valid signature by a signer in force for the framework."""
+    try:
+        payload, signatures = _decode(envelope)
+    except ValueError as exc:
+        return Attestation(Attested.TAMPERED, str(exc)), None
+    return _verify_signatures(payload, signatures, anchors, framework), payload
+
+
 def _verify_signatures(
     payload: bytes, signatures: list[tuple[str, str]], anchors: Anchors, framework: str | None
 ) -> Attestation:

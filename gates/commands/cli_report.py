@@ -1,0 +1,137 @@
+"""The command-line definitions of `gates report`, `gates history` and `gates attest verify`,
+kept out of gates/cli.py, which registers them with a few lines (docs/report.md)."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import TYPE_CHECKING, Protocol
+
+import click
+
+if TYPE_CHECKING:
+    from gates.workspace import Workspace
+
+
+class State(Protocol):
+    """What these commands use of gates.cli's State (not imported: no cycle)."""
+
+    policy_ref: str | None
+    trust: Path | None
+
+    def workspace(self) -> Workspace: ...
+
+    def cwd(self) -> Path: ...
+
+
+FORMAT = click.option(
+    "--format",
+    "output_format",
+    type=click.Choice(["text", "json"]),
+    default="text",
+    show_default=True,
+)
+
+
+@click.command("verify")
+@click.argument("folder", type=click.Path(file_okay=False, path_type=Path))
+@click.option(
+    "--trust",
+    "trust_path",
+    type=click.Path(dir_okay=False, path_type=Path),
+    help="The trust file to verify with (default: gates --trust, then GATES_TRUST).",
+)
+@click.option("--expect-pass", is_flag=True, help="Also fail unless the VSA says PASSED.")
+@FORMAT
+@click.pass_obj
+def attest_verify(
+    state: State, folder: Path, trust_path: Path | None, expect_pass: bool, output_format: str
+) -> None:
+    """Verify exported envelopes and the VSA with a trust file: exit 0 verified, 1 not."""
+    from gates.commands import attest as attest_command
+
+    anchors = attest_command.anchors_for_verify(trust_path or state.trust)
+    sys.exit(
+        attest_command.verify(
+            state.cwd() / folder,
+            anchors,
+            as_json=output_format == "json",
+            expect_pass=expect_pass,
+            echo=click.echo,
+        )
+    )
+
+
+@click.command()
+@click.option(
+    "--html",
+    "out",
+    required=True,
+    type=click.Path(file_okay=False, path_type=Path),
+    help="Folder to write report.html into (one self-contained page).",
+)
+@click.option(
+    "--history",
+    "history_range",
+    metavar="RANGE",
+    help="Add the chart of formal_alignment_steps over RANGE from the signed notes.",
+)
+@FORMAT
+@click.pass_obj
+def report(state: State, out: Path, history_range: str | None, output_format: str) -> None:
+    """The audit as one page: verdict, contracts, loss curves, tensor map, evidence."""
+    from gates.commands import report as report_command
+
+    sys.exit(
+        report_command.report(
+            state.workspace(),
+            state.cwd() / out,
+            as_json=output_format == "json",
+            echo=click.echo,
+            history_range=history_range,
+        )
+    )
+
+
+@click.command()
+@click.argument("revision_range", metavar="[RANGE]", required=False)
+@click.option("--step", type=click.IntRange(min=1), help="Since when is step N bit-exact?")
+@click.option("--record", is_flag=True, help="Audit HEAD and record its signed note first.")
+@click.option("--fill", is_flag=True, help="Audit commits without a note (temporary worktree).")
+@click.option(
+    "--key",
+    "key_path",
+    type=click.Path(dir_okay=False, path_type=Path),
+    help="Sign notes with this key (default: GATES_SIGNING_KEY).",
+)
+@click.option("--max-count", "depth", default=50, show_default=True, help="Without RANGE.")
+@FORMAT
+@click.pass_obj
+def history(
+    state: State,
+    revision_range: str | None,
+    step: int | None,
+    record: bool,
+    fill: bool,
+    key_path: Path | None,
+    depth: int,
+    output_format: str,
+) -> None:
+    """formal_alignment_steps per commit, from signed notes (refs/notes/gates)."""
+    from gates.commands import history as history_command
+
+    sys.exit(
+        history_command.history_command(
+            state.workspace(),
+            revision_range,
+            step=step,
+            record=record,
+            fill=fill,
+            key_path=key_path,
+            depth=depth,
+            policy_ref=state.policy_ref,
+            trust=state.trust,
+            as_json=output_format == "json",
+            echo=click.echo,
+        )
+    )

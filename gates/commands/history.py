@@ -1,0 +1,254 @@
+"""`gates history [RANGE]`: formal_alignment_steps per commit from signed git notes;
+`--record` audits HEAD and writes its note; `--fill` audits commits without a note in a
+temporary worktree; `--step N` says since when step N is bit-exact and what broke it."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import shutil
+import tempfile
+from collections.abc import Iterator
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from gates import exitcodes
+from gates.commands import Echo, note
+from gates.errors import GatesError
+from gates.git import run_git
+from gates.history import Entry, NoteState, StepStory, history, record, step_story
+from gates.trust.anchors import Anchors
+from gates.trust.keys import (
+    SIGNING_KEY_VARIABLE,
+    SigningKey,
+    SigningKeyError,
+    key_from_environment,
+    load_key,
+)
+from gates.workspace import Workspace, open_workspace
+
+if TYPE_CHECKING:
+    from gates.engine import AuditResult
+
+
+def _audit(workspace: Workspace) -> AuditResult:
+    """The audit, imported only when one runs: listing notes needs none of it."""
+    from gates.engine import run_audit  # noqa: PLC0415
+
+    return run_audit(workspace)
+
+
+@contextlib.contextmanager
+def _key_hidden() -> Iterator[None]:
+    """The key is in memory: the audits that follow (and any subprocess they start) do not
+    learn where its file is from the environment."""
+    saved = os.environ.pop(SIGNING_KEY_VARIABLE, None)
+    try:
+        yield
+    finally:
+        if saved is not None:
+            os.environ[SIGNING_KEY_VARIABLE] = saved
+
+
+def signing_key(key_path: Path | None) -> SigningKey:
+    key = load_key(key_path) if key_path else key_from_environment()
+    if key is None:
+        raise SigningKeyError(
+            "recording history needs a signing key: an unsigned note would count for nothing",
+            hint="pass --key FILE or set GATES_SIGNING_KEY",
+        )
+    return key
+
+
+def record_head(workspace: Workspace, key: SigningKey) -> None:
+    from gates.audit_summary import summarize  # noqa: PLC0415
+
+    result = _audit(workspace)
+    commit = record(workspace.root, summarize(result), key)
+    note(
+        f"recorded {commit[:12]}: verdict={result.verdict} formal_alignment_steps = "
+        f"{result.formal_alignment_steps} / {result.required_steps}"
+    )
+
+
+def fill_missing(
+    root: Path,
+    entries: list[Entry],
+    key: SigningKey,
+    *,
+    policy_ref: str | None,
+    trust: Path | None,
+) -> list[str]:
+    """Audit each commit without a note in a temporary worktree (removed afterwards) and
+    record it; a commit that cannot be audited is said and skipped."""
+    from gates.audit_summary import summarize  # noqa: PLC0415
+    from gates.policy import govern  # noqa: PLC0415
+
+    recorded = []
+    for entry in entries:
+        if entry.state is not NoteState.MISSING:
+            continue
+        scratch = Path(tempfile.mkdtemp(prefix="gates-history-"))
+        tree = scratch / "worktree"
+        try:
+            run_git(root, "worktree", "add", "--detach", "--quiet", str(tree), entry.commit)
+            governed, _ = govern(open_workspace(tree), ref_option=policy_ref, trust=trust)
+            record(root, summarize(_audit(governed)), key)
+            recorded.append(entry.commit)
+            note(f"filled {entry.commit[:12]}")
+        except GatesError as error:
+            note(f"{entry.commit[:12]}: not recorded: {error.one_line()}")
+        finally:
+            run_git(root, "worktree", "remove", "--force", str(tree), check=False)
+            shutil.rmtree(scratch, ignore_errors=True)
+            run_git(root, "worktree", "prune", check=False)
+    return recorded
+
+
+def _figures(entry: Entry) -> tuple[str, str, str]:
+    summary = entry.summary
+    if summary is None:
+        return "-", "-", "-"
+    tensor = (
+        f"{summary.tensor_aligned_steps}/{summary.tensor_required_steps}"
+        if summary.tensor_aligned_steps is not None
+        else "-"
+    )
+    return summary.verdict, f"{summary.formal_alignment_steps}/{summary.required_steps}", tensor
+
+
+def _entry_json(entry: Entry) -> dict[str, object]:
+    summary = entry.summary.model_dump(mode="json") if entry.summary else None
+    return {
+        "commit": entry.commit,
+        "subject": entry.subject,
+        "note": entry.state.value,
+        "reason": entry.reason,
+        # an untrusted note's figures are claims, never facts: under another key
+        "summary": summary if entry.state is NoteState.TRUSTED else None,
+        "claimed": summary if entry.state is NoteState.UNTRUSTED else None,
+    }
+
+
+def _story_lines(story: StepStory, entries: list[Entry]) -> list[str]:
+    subjects = {e.commit: e.subject for e in entries}
+
+    def name(commit: str | None) -> str:
+        return f'{commit[:12]} "{subjects.get(commit, "")}"' if commit else "-"
+
+    lines = []
+    if story.aligned_now is None:
+        lines.append(f"step {story.step}: no commit in the range has a trusted note")
+    elif story.aligned_now:
+        lines.append(f"step {story.step}: bit-exact since {name(story.aligned_since)}")
+    else:
+        lines.append(f"step {story.step}: not bit-exact at the newest commit with a trusted note")
+    if story.broken_by:
+        lines.append(
+            f"step {story.step}: broken by {name(story.broken_by)} "
+            f"(last bit-exact at {name(story.last_aligned_before_break)})"
+        )
+    elif story.aligned_now:
+        lines.append(f"step {story.step}: never broken in the range")
+    if story.unjudged:
+        lines.append(
+            f"({story.unjudged} commit(s) without a trusted note are not judged; "
+            "--fill audits the missing ones)"
+        )
+    return lines
+
+
+def show(
+    root: Path,
+    anchors: Anchors,
+    revision_range: str | None,
+    *,
+    step: int | None,
+    depth: int,
+    as_json: bool,
+    echo: Echo,
+) -> int:
+    entries = history(root, revision_range, anchors, depth)
+    story = step_story(entries, step) if step is not None else None
+    if as_json:
+        document: dict[str, object] = {
+            "range": revision_range or f"HEAD (last {depth})",
+            "notes_ref": "refs/notes/gates",
+            "trust_anchors": anchors.source,
+            "commits": [_entry_json(e) for e in entries],
+            "step": (
+                {
+                    "step": story.step,
+                    "bit_exact_now": story.aligned_now,
+                    "bit_exact_since": story.aligned_since,
+                    "broken_by": story.broken_by,
+                    "last_bit_exact_before_break": story.last_aligned_before_break,
+                    "commits_judged": story.judged,
+                    "commits_not_judged": story.unjudged,
+                }
+                if story
+                else None
+            ),
+        }
+        echo(json.dumps(document, indent=2))
+        return exitcodes.OK
+    echo(f"{'COMMIT':<12}  {'VERDICT':<8} {'FORMAL':<9} {'TENSOR':<9} NOTE")
+    for entry in entries:
+        verdict, formal, tensor = _figures(entry)
+        if entry.state is NoteState.TRUSTED:
+            unprotected = entry.summary and not entry.summary.policy.protected
+            state = f"trusted ({entry.reason})" + (" [policy unprotected]" if unprotected else "")
+        elif entry.state is NoteState.MISSING:
+            state = "no note"
+            verdict = formal = tensor = "-"
+        else:
+            state = f"UNTRUSTED, not fact: {entry.reason}"
+            verdict, formal, tensor = (
+                f"[{v}]" if v != "-" else v for v in (verdict, formal, tensor)
+            )
+        figures = f"{verdict:<8} {formal:<9} {tensor:<9}"
+        echo(f"{entry.commit[:12]}  {figures} {state}  {entry.subject}")
+    if not entries:
+        echo("(no commits in the range)")
+    if story is not None:
+        for line in _story_lines(story, entries):
+            echo(line)
+    return exitcodes.OK
+
+
+def history_command(
+    workspace: Workspace,
+    revision_range: str | None,
+    *,
+    step: int | None,
+    record: bool,
+    fill: bool,
+    key_path: Path | None,
+    depth: int,
+    policy_ref: str | None,
+    trust: Path | None,
+    as_json: bool,
+    echo: Echo,
+) -> int:
+    from gates.policy import policy_of  # noqa: PLC0415
+
+    _, policy = policy_of(workspace)
+    root = workspace.root
+    if record or fill:
+        key = signing_key(key_path)
+        with _key_hidden():
+            if record:
+                record_head(workspace, key)
+            if fill:
+                missing = history(root, revision_range, policy.anchors, depth)
+                fill_missing(root, missing, key, policy_ref=policy_ref, trust=trust)
+    return show(
+        root,
+        policy.anchors,
+        revision_range,
+        step=step,
+        depth=depth,
+        as_json=as_json,
+        echo=echo,
+    )
