@@ -37,6 +37,8 @@ from gates.atomic import write_text_atomic
 from gates.canonical import pretty_json
 from gates.env import capture
 from gates.errors import GatesError
+from gates.replay.commitments import StepCommitter
+from gates.replay.state import TrainingState
 
 RUN_DIR = "GATES_RUN_DIR"
 RUN_ID = "GATES_RUN_ID"
@@ -63,6 +65,8 @@ class RunRecorder:
         model_config: str | Path | None = None,
         weights_loaded: bool = False,
         revision: str | None = None,
+        first_step: int = 1,
+        save_every: int | None = None,
     ) -> None:
         chosen = folder or os.environ.get(RUN_DIR)
         if chosen is None:
@@ -74,11 +78,18 @@ class RunRecorder:
         self.weights_loaded = weights_loaded
         self.revision = revision
         self.losses: list[float] = []
+        self.first_step = first_step  # a replayed window resumes after step first_step - 1
         self._raw = (self.folder / "raw_loss.jsonl").open("w", encoding="utf-8")
+        self._committer = StepCommitter(self.folder, framework, save_every)
 
-    def record(self, step: int, loss: Any) -> None:
-        """Append step ``step`` (1, 2, 3, ...) with ``float(loss)``, unrounded."""
-        expected = len(self.losses) + 1
+    def start(self, state: TrainingState) -> None:
+        """Commit the state training starts from (step 0 of a run: always saved)."""
+        self._committer.commit(self.first_step - 1, None, state)
+
+    def record(self, step: int, loss: Any, *, state: TrainingState | None = None) -> None:
+        """Append step ``step`` (1, 2, 3, ...) with ``float(loss)``, unrounded; with
+        ``state`` (the training state after the step), commit its digest (docs/replay.md)."""
+        expected = len(self.losses) + self.first_step
         if step != expected:
             raise GatesError(
                 f"step {step} recorded where step {expected} was expected",
@@ -88,6 +99,8 @@ class RunRecorder:
         self._raw.write(json.dumps({"step": step, "loss": value}, allow_nan=True) + "\n")
         self._raw.flush()
         self.losses.append(value)
+        if state is not None:
+            self._committer.commit(step, value, state)
 
     def environment(self) -> dict[str, Any]:
         found = capture(model_config=self.model_config, framework=self.framework)
@@ -105,6 +118,7 @@ class RunRecorder:
     def finish(self) -> None:
         """Write loss.json and env.json atomically (and receipts when used alone)."""
         self._raw.close()
+        self._committer.finish()
         write_text_atomic(self.folder / "loss.json", json.dumps({"losses": self.losses}) + "\n")
         write_text_atomic(self.folder / "env.json", pretty_json(self.environment()))
         if os.environ.get(RUN_ID) is None:

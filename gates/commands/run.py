@@ -33,6 +33,8 @@ from gates.paths import is_under, resolve_inside, to_workspace_relpath
 from gates.receipts.create import ReceiptRequest, create_receipt
 from gates.receipts.model import ArtifactKind, EvidenceClass, Framework, Receipt
 from gates.recorder import GIT_HEAD, RUN_DIR, RUN_ID, aggregate_ranks
+from gates.replay.commitments import COMMITMENTS_FILE, SAVE_EVERY, STATES_FOLDER
+from gates.replay.settings import policy_save_every
 from gates.runlog import StderrTee
 from gates.tensors.layout import TENSORS_FOLDER, dump_files
 from gates.trust.keys import SigningKey, key_from_environment
@@ -44,6 +46,7 @@ RUN_FILES = {
     "env.json": ArtifactKind.ENV,
     "loss.json": ArtifactKind.LOSS,
     "raw_loss.jsonl": ArtifactKind.RAW_LOSS,
+    COMMITMENTS_FILE: ArtifactKind.COMMITMENTS,
 }
 INT_KEYS = ("tp", "pp", "ep", "etp", "world")
 
@@ -160,6 +163,14 @@ def _stamps(
         dump = sorted(p.relative_to(root).as_posix() for p in dump_files(run_folder))
         if dump:  # the tensor dump of gates.tensors.recorder: one receipt over all of it
             found.append((ArtifactKind.TENSOR_DUMP, dump, f"{base}/{TENSORS_FOLDER}.receipt.json"))
+        states = sorted(
+            p.relative_to(root).as_posix()
+            for p in (run_folder / STATES_FOLDER).glob("*.safetensors")
+        )
+        if states:  # the saved training states a replay resumes from: one receipt
+            found.append(
+                (ArtifactKind.TRAINING_STATE, states, f"{base}/{STATES_FOLDER}.receipt.json")
+            )
     missing = []
     for kind, given in request.outputs:
         target = to_workspace_relpath(root, given, cwd)
@@ -345,6 +356,9 @@ def run(workspace: Workspace, request: RunRequest, *, cwd: Path, echo: Echo) -> 
     profile = full_profile(request.profile, device)
     typed_profile = manifest_profile(profile)
     child_env = {**os.environ, RUN_DIR: str(folder), RUN_ID: run_id, GIT_HEAD: before.head or ""}
+    save_every = policy_save_every(workspace)
+    if save_every is not None:  # how often the recorder saves the full training state
+        child_env[SAVE_EVERY] = str(save_every)
     preloading = signing_key.preload() if signing_key else None
     finished = _launch(request.command, child_env, cwd, run_id, log=log, own_code=root)
     if preloading is not None:
