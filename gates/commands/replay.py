@@ -15,6 +15,7 @@ from gates.commands import Echo
 from gates.engine import judge_workspace
 from gates.env import capture
 from gates.errors import GatesError
+from gates.freeze import evaluate_freeze
 from gates.paths import is_under, resolve_inside, to_workspace_relpath
 from gates.policy import policy_of
 from gates.receipts.create import ReceiptRequest, create_receipt
@@ -82,14 +83,31 @@ def _run_receipt(workspace: Workspace, folder: str) -> Receipt:
     path = f"{folder}/run.receipt.json"
     state = judge_workspace(workspace)
     judgement = next((j for j in state.receipts if j.path == path), None)
-    if judgement is None or judgement.receipt is None:
+    if judgement is None:
         raise GatesError(
             f"{path}: no run attestation",
             hint="replay replays signed runs: gates run --framework ... -- <entrypoint>",
         )
-    if judgement.status is Status.REJECTED:
-        raise GatesError(f"{path}: rejected: {judgement.reason}")
+    if judgement.status is Status.REJECTED or judgement.receipt is None:
+        raise GatesError(f"{path}: rejected: {judgement.reason}: nothing to replay")
     return judgement.receipt
+
+
+def _same_code(workspace: Workspace, run: Receipt, folder: str) -> None:
+    """Replay runs the pinned code, which must be the code the run ran."""
+    freeze = evaluate_freeze(workspace.root, workspace.config)
+    if freeze.verdict != "pass":
+        raise GatesError(
+            "refusing to replay while the source freeze is blocked: "
+            + "; ".join(freeze.messages()),
+            hint="replay runs the pinned code: commit or stash, and pin (gates freeze pin)",
+        )
+    if run.provenance.source_tree != freeze.pin_source_tree:
+        raise GatesError(
+            f"{folder}/run.receipt.json: the run was made on another source tree than the "
+            "pin's: a replay would run different code",
+            hint="run it again under the pin, then replay",
+        )
 
 
 def _commitments(workspace: Workspace, folder: str, run: Receipt) -> tuple[Commitments, str]:
@@ -129,6 +147,7 @@ def replay(
         raise GatesError(f"run folder {folder} is outside the evidence locations")
     resolve_inside(workspace.root, folder, what="run folder")
     run = _run_receipt(workspace, folder)
+    _same_code(workspace, run, folder)
     framework = run.framework.value if run.framework else None
     params = results_params(workspace)
     if params is None:

@@ -80,6 +80,8 @@ def render_text(alignment: Alignment, limit: int, progress: Progress | None = No
         f"formal_alignment_steps = {alignment.steps} / {alignment.required}",
         f"why: {alignment.why}",
     ]
+    if alignment.replay:
+        lines.append(alignment.replay)
     tensors = tensor_line(progress)
     if tensors:
         lines.append(tensors)
