@@ -111,6 +111,7 @@ def invocations(ws: Workspace, claims: Path) -> dict[str, list[str]]:
         ],
         "probe consumed": ["probe", "consumed", "model/probe_mtp.py:build"],
         "attest export": ["attest", "export", "--out", str(claims.parent / "export")],
+        "replay": ["replay", "results/paddle", "--seed", "ci"],
     }
 
 

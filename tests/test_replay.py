@@ -17,6 +17,8 @@ import git
 import numpy as np
 import pytest
 
+from gates.artifacts import schema_errors
+from gates.receipts.model import ArtifactKind
 from gates.replay.commitments import loss_bits
 from gates.replay.state import load_state, save_state
 from gates.replay.windows import sample_windows
@@ -29,6 +31,7 @@ from tests.conftest import (
     declare_entrypoints,
     make_repo,
     make_trust,
+    signed_run,
 )
 
 MODEL = REPO_ROOT / "examples" / "glm52-minimal" / "model"
@@ -38,6 +41,7 @@ REPLAY_ARGV = (
     '["python", "model/train_paddle.py", "--resume", "{state}", "--start", "{start}", '
     '"--end", "{end}", "--out", "{out}"]'
 )
+REPLAY = {"state_save_every": "10", "replay_windows": "2", "min_repeats": "0"}
 # Both sides run the example's Paddle entrypoint here (torch is not installed): the audit's
 # replay rule is the same for each side.
 PARAMS = {
@@ -47,9 +51,7 @@ PARAMS = {
     "candidate_entrypoint": '["python", "model/train_paddle.py"]',
     "reference_replay": REPLAY_ARGV,
     "candidate_replay": REPLAY_ARGV,
-    "state_save_every": "10",
-    "replay_windows": "2",
-    "min_repeats": "0",
+    **REPLAY,
 }
 #: The fabricating entrypoint: a full run signs step 43's loss one ULP off; a replay
 #: (which resumes from a state) computes the true value.
@@ -182,6 +184,7 @@ def steps(ws: Workspace) -> dict[str, object]:
 
 def test_a_run_commits_every_step_and_saves_every_kth_state(trained: Workspace) -> None:
     commitments = json.loads((trained.root / CANDIDATE / "commitments.json").read_text())
+    assert schema_errors(ArtifactKind.COMMITMENTS, commitments) == []
     assert [c["step"] for c in commitments["steps"]] == list(range(101))
     losses = json.loads((trained.root / CANDIDATE / "loss.json").read_text())["losses"]
     assert [c["loss_bits"] for c in commitments["steps"][1:]] == [loss_bits(v) for v in losses]
@@ -263,12 +266,23 @@ def test_a_saved_state_edited_after_signing_voids_the_run(trained: Workspace) ->
     assert "nothing to replay" in done.stderr
 
 
-def test_a_run_with_no_commitments(trained: Workspace) -> None:
-    (trained.root / CANDIDATE / "commitments.json").unlink()
-    done = replay(trained, CANDIDATE)
+def test_a_run_with_no_commitments(ws: Workspace, capsys: pytest.CaptureFixture[str]) -> None:
+    """A signed run of an entrypoint that records losses but no training state."""
+    declare_entrypoints(ws.root)
+    set_params(
+        ws.root, {"candidate_replay": REPLAY_ARGV, "reference_replay": REPLAY_ARGV, **REPLAY}
+    )
+    repin(ws.root, "replay policy")
+    losses = [2.5 - 0.01 * step for step in range(100)]
+    signed_run(ws.root, capsys, "paddle", losses)
+    signed_run(ws.root, capsys, "torch", losses)
+    done = gates(ws, "replay", CANDIDATE)
     assert done.returncode == 2
     assert f"{CANDIDATE}/commitments.json: the run has no step commitments" in done.stderr
-    assert "not replayed as required" in str(steps(trained)["why"])
+    assert "run.record(step, loss, state=...)" in done.stderr, "says how to fix it"
+    found = steps(ws)
+    assert found["formal_alignment_steps"] == 0
+    assert "not replayed as required: the run has no step commitments" in str(found["why"])
 
 
 def test_a_replay_signed_by_an_untrusted_key_does_not_count(

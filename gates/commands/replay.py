@@ -11,11 +11,11 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from gates.atomic import write_text_atomic
-from gates.commands import Echo
+from gates.commands import Echo, note
 from gates.engine import judge_workspace
 from gates.env import capture
 from gates.errors import GatesError
-from gates.freeze import evaluate_freeze
+from gates.freeze import FreezeReport, evaluate_freeze
 from gates.paths import is_under, resolve_inside, to_workspace_relpath
 from gates.policy import policy_of
 from gates.receipts.create import ReceiptRequest, create_receipt
@@ -93,15 +93,21 @@ def _run_receipt(workspace: Workspace, folder: str) -> Receipt:
     return judgement.receipt
 
 
-def _same_code(workspace: Workspace, run: Receipt, folder: str) -> None:
-    """Replay runs the pinned code, which must be the code the run ran."""
-    freeze = evaluate_freeze(workspace.root, workspace.config)
-    if freeze.verdict != "pass":
-        raise GatesError(
-            "refusing to replay while the source freeze is blocked: "
-            + "; ".join(freeze.messages()),
-            hint="replay runs the pinned code: commit or stash, and pin (gates freeze pin)",
-        )
+def _refuse(freeze: FreezeReport, as_json: bool, echo: Echo) -> int:
+    """Replay runs the pinned code: never while the worktree is not the pin's (exit 1)."""
+    reason = "refusing to replay while the source freeze is blocked: " + "; ".join(
+        freeze.messages()
+    )
+    if as_json:
+        echo(json.dumps({"result": "refused", "reason": reason}))
+    else:
+        note(f"gates replay: {reason}")
+        note("replay runs the pinned code: commit or stash, and pin (gates freeze pin)")
+    return 1
+
+
+def _same_code(freeze: FreezeReport, run: Receipt, folder: str) -> None:
+    """The pinned code must be the code the run ran."""
     if run.provenance.source_tree != freeze.pin_source_tree:
         raise GatesError(
             f"{folder}/run.receipt.json: the run was made on another source tree than the "
@@ -142,12 +148,15 @@ def replay(
             "GATES_SIGNING_KEY is not set: a replay attestation must be signed",
             hint="export GATES_SIGNING_KEY=<the verifier's key> (docs/trust.md)",
         )
+    freeze = evaluate_freeze(workspace.root, workspace.config)
+    if freeze.verdict != "pass":
+        return _refuse(freeze, as_json, echo)
     folder = to_workspace_relpath(workspace.root, request.run, cwd)
     if not is_under(folder, workspace.config.evidence.locations):
         raise GatesError(f"run folder {folder} is outside the evidence locations")
     resolve_inside(workspace.root, folder, what="run folder")
     run = _run_receipt(workspace, folder)
-    _same_code(workspace, run, folder)
+    _same_code(freeze, run, folder)
     framework = run.framework.value if run.framework else None
     params = results_params(workspace)
     if params is None:

@@ -35,19 +35,32 @@ def _json_of(array: np.ndarray) -> Any:
 
 
 def _host_rng() -> dict[str, np.ndarray]:
-    kind, keys, position, has_gauss, cached = np.random.get_state(legacy=True)
+    """Python's and NumPy's global generators (Mersenne Twister both), as plain arrays."""
+    _, keys, position, has_gauss, cached = np.random.get_state(legacy=True)
+    version, internal, gauss = random.getstate()
     return {
-        "python": _json_array(random.getstate()),
+        "python.state": np.asarray(internal, dtype=np.uint32),
+        "python.meta": np.asarray([version, gauss is not None, gauss or 0.0], dtype=np.float64),
         "numpy.keys": np.asarray(keys, dtype=np.uint32),
-        "numpy.meta": _json_array([kind, int(position), int(has_gauss), float(cached)]),
+        "numpy.meta": np.asarray([position, has_gauss, cached], dtype=np.float64),
     }
 
 
 def _restore_host_rng(rng: Mapping[str, np.ndarray]) -> None:
-    version, internal, gauss = _json_of(rng["python"])
-    random.setstate((version, tuple(internal), gauss))
-    kind, position, has_gauss, cached = _json_of(rng["numpy.meta"])
-    np.random.set_state((kind, rng["numpy.keys"], position, has_gauss, cached))
+    version, has_gauss, gauss = rng["python.meta"].tolist()
+    internal = tuple(int(x) for x in rng["python.state"].tolist())
+    random.setstate((int(version), internal, gauss if has_gauss else None))
+    position, numpy_gauss, cached = rng["numpy.meta"].tolist()
+    np.random.set_state(("MT19937", rng["numpy.keys"], int(position), int(numpy_gauss), cached))
+
+
+def _paddle_generator(state: tuple[Any, ...]) -> tuple[np.ndarray, np.ndarray]:
+    """(device, seed, offset, engine bytes) -> (meta int64, engine uint8), fast: a Paddle
+    CPU generator's engine state is ~6,000 small integers."""
+    device, seed, offset, engine = state
+    return np.asarray([device, seed, offset], dtype=np.int64), np.frombuffer(
+        bytes(engine), dtype=np.uint8
+    ).copy()
 
 
 def _position(data_position: int) -> dict[str, np.ndarray]:
@@ -67,7 +80,8 @@ def capture_paddle(
 
     rng = _host_rng()
     for index, generator in enumerate(paddle.get_rng_state()):
-        rng[f"paddle.{index}"] = _json_array(list(generator.__getstate__()))
+        meta, engine = _paddle_generator(generator.__getstate__())
+        rng[f"paddle.{index}.meta"], rng[f"paddle.{index}.engine"] = meta, engine
     optimizer_arrays: dict[str, np.ndarray] = {}
     scheduler: object = None
     for name, value in optimizer.state_dict().items():
@@ -106,11 +120,13 @@ def restore_paddle(state: TrainingState, parameters: Mapping[str, Any], optimize
         optimizer.set_state_dict(optimizer_state)
     rng = state.parts["rng"]
     generators = []
-    for index in range(len([n for n in rng if n.startswith("paddle.")])):
+    for index in range(len([n for n in rng if n.startswith("paddle.") and n.endswith(".meta")])):
         generator = paddle.base.libpaddle.GeneratorState.__new__(
             paddle.base.libpaddle.GeneratorState
         )
-        generator.__setstate__(tuple(_json_of(rng[f"paddle.{index}"])))
+        device, seed, offset = (int(x) for x in rng[f"paddle.{index}.meta"].tolist())
+        engine = rng[f"paddle.{index}.engine"].tolist()
+        generator.__setstate__((device, seed, offset, engine))
         generators.append(generator)
     if generators:
         paddle.set_rng_state(generators)

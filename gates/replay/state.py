@@ -58,7 +58,7 @@ def part_digest(arrays: dict[str, np.ndarray]) -> str:
         header = json.dumps([name, array.dtype.str, list(array.shape)]).encode()
         hasher.update(struct.pack("<QQ", len(header), array.nbytes))
         hasher.update(header)
-        hasher.update(array.tobytes() if array.nbytes else b"")
+        hasher.update(array.data if array.nbytes else b"")
     return hasher.hexdigest()
 
 
