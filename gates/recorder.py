@@ -162,19 +162,43 @@ def _receipt_alone(folder: Path, framework: str) -> None:
 
 
 class GatesCallback:
-    """A PaddleFormers/HF Trainer callback that records the logged loss of every step."""
+    """A PaddleFormers/HF Trainer callback that records the logged loss of every step and,
+    with ``commit_state``, the training state after it (docs/replay.md): the Trainer hands
+    the model and optimizer to on_step_end, which comes before on_log."""
 
-    def __init__(self, recorder: RunRecorder) -> None:
+    def __init__(self, recorder: RunRecorder, *, commit_state: bool = False) -> None:
         self.recorder = recorder
+        self.commit_state = commit_state
+        self._state: tuple[int, TrainingState] | None = None
+
+    def _capture(self, args: Any, state: Any, kwargs: dict[str, Any]) -> TrainingState | None:
+        model, optimizer = kwargs.get("model"), kwargs.get("optimizer")
+        if not self.commit_state or model is None or optimizer is None:
+            return None
+        from gates.replay.capture import capture_paddle  # noqa: PLC0415
+
+        batches = int(state.global_step) * int(getattr(args, "gradient_accumulation_steps", 1) or 1)
+        return capture_paddle(dict(model.named_parameters()), optimizer, data_position=batches)
+
+    def on_train_begin(self, args: Any, state: Any, control: Any, **kwargs: Any) -> Any:
+        captured = self._capture(args, state, kwargs)
+        if captured is not None:  # the state training starts from: step 0, always saved
+            self.recorder.start(captured)
+        return control
 
     def on_step_end(self, args: Any, state: Any, control: Any, **kwargs: Any) -> Any:
+        captured = self._capture(args, state, kwargs)
+        if captured is not None:
+            self._state = (int(state.global_step), captured)
         return control
 
     def on_log(
         self, args: Any, state: Any, control: Any, logs: dict[str, Any] | None = None, **kwargs: Any
     ) -> Any:
         if logs and "loss" in logs:
-            self.recorder.record(int(state.global_step), logs["loss"])
+            step = int(state.global_step)
+            committed = self._state[1] if self._state and self._state[0] == step else None
+            self.recorder.record(step, logs["loss"], state=committed)
         return control
 
     def on_train_end(self, args: Any, state: Any, control: Any, **kwargs: Any) -> Any:

@@ -15,10 +15,12 @@ from pathlib import Path
 
 import git
 import numpy as np
+import paddle
 import pytest
 
 from gates.artifacts import schema_errors
 from gates.receipts.model import ArtifactKind
+from gates.recorder import GatesCallback, RunRecorder
 from gates.replay.commitments import loss_bits
 from gates.replay.state import load_state, save_state
 from gates.replay.windows import sample_windows
@@ -381,3 +383,33 @@ def test_a_state_missing_for_the_sampled_window(forged: Path, tmp_path: Path) ->
     assert done.returncode == 1, done.stderr
     assert "step-000060.safetensors: the saved state for this window is missing" in done.stdout
     assert "replay=error" in done.stdout
+
+
+def test_the_trainer_callback_commits_the_state_after_each_logged_step(tmp_path: Path) -> None:
+    """The PaddleFormers/HF callback protocol driven as a Trainer drives it, on a real
+    Paddle model and optimizer: on_train_begin, then on_step_end before on_log."""
+    paddle.seed(7)
+    model = paddle.nn.Linear(4, 2)
+    optimizer = paddle.optimizer.AdamW(learning_rate=0.01, parameters=model.parameters())
+    args = type("Args", (), {"gradient_accumulation_steps": 2})()
+    state = type("State", (), {"global_step": 0})()
+    recorder = RunRecorder(tmp_path / "run", save_every=2)
+    callback = GatesCallback(recorder, commit_state=True)
+    hooks = {"model": model, "optimizer": optimizer}
+    callback.on_train_begin(args, state, None, **hooks)
+    for step in (1, 2, 3):
+        loss = model(paddle.ones([3, 4])).mean()
+        loss.backward()
+        optimizer.step()
+        optimizer.clear_grad()
+        state.global_step = step
+        callback.on_step_end(args, state, None, **hooks)
+        callback.on_log(args, state, None, logs={"loss": float(loss)})
+    callback.on_train_end(args, state, None)
+    found = json.loads((tmp_path / "run" / "commitments.json").read_text())
+    assert [c["step"] for c in found["steps"]] == [0, 1, 2, 3]
+    assert [c["saved"] is not None for c in found["steps"]] == [True, False, True, True]
+    moments = load_state(tmp_path / "run" / "states" / "step-000003.safetensors", "s")
+    assert moments.parts["optimizer"], "AdamW's moments are part of the state"
+    assert moments.parts["data"]["position"].tolist() == [6]  # 3 steps x 2 accumulated batches
+    assert len({c["parts"]["optimizer"] for c in found["steps"]}) == 4
