@@ -39,6 +39,10 @@ def test_demo_shows_the_blocked_pr_then_what_discharges(capsys: pytest.CaptureFi
     assert "its recorded run, signed where it ran: formal" in after
     assert "policy: protected: main at" in after
     assert "gates run paddle -> results/paddle: exit 0" in after
+    # a verifier replays two windows drawn from its seed: the same bits
+    assert "gates replay results/paddle --seed demo-ci-4711: exit 0;" in after
+    assert after.count("): match") == 2
+    assert "escapes with probability about (1 - f)^2" in after
     assert " 0 probe, 0 rejected)" in after
     found = statuses(after)
     assert found["contract_environment.source-freeze-head-vs-pin"] == "discharged"

@@ -36,6 +36,8 @@ from gates.commands.checkpoint import check as check_checkpoint
 from gates.commands.demo_config import config_step
 from gates.commands.demo_tensors import probe_step, tensor_step
 from gates.commands.freeze import pin as pin_command
+from gates.commands.replay import ReplayRequest
+from gates.commands.replay import replay as replay_command
 from gates.commands.run import RunRequest
 from gates.commands.run import run as run_command
 from gates.commands.steps import render_text as render_steps
@@ -153,6 +155,20 @@ def _run(
     echo(f"  gates run {side} -> {target}: exit {code}, receipts {', '.join(stamps)}")
 
 
+def _replay(workspace: Workspace, echo: Echo) -> None:
+    """A verifier re-executes two windows of the signed Paddle run, drawn from its seed."""
+    lines: list[str] = []
+    request = ReplayRequest("results/paddle", seed="demo-ci-4711", windows=2, window_steps=1)
+    code = replay_command(workspace, request, cwd=workspace.root, as_json=True, echo=lines.append)
+    report = json.loads(lines[-1])
+    windows = ", ".join(
+        f"step {w['first']} (from the state after {w['resumed_from']}): {w['result']}"
+        for w in report["windows"]
+    )
+    echo(f"  gates replay results/paddle --seed demo-ci-4711: exit {code}; {windows}")
+    echo(f"  {report['detection_power']}")
+
+
 def _audit(workspace: Workspace, echo: Echo) -> None:
     result = run_audit(workspace)
     echo(REPORTERS["text"](result))
@@ -221,6 +237,7 @@ def _rerun(workspace: Workspace, echo: Echo) -> None:
             status = f"{run.status.value} ({run.reason})" if run else "missing"
             echo(f"  {side} is not installed here: its recorded run, signed where it ran: {status}")
     if _can_run("paddle"):
+        _replay(workspace, echo)
         for repeat in (1, 2, 3):
             _run(workspace, "paddle", f"{REPEATS}/repeat-{repeat}", echo, outputs=False)
     else:
@@ -283,7 +300,8 @@ def _trust_demo_key(folder: Path) -> dict[str, str]:
     (keys / "demo.key").chmod(0o600)
     trust = keys / "trust.toml"
     trust.write_text(
-        '[[signers]]\nname = "demo"\npublic_key = "demo.pub"\nframeworks = ["torch", "paddle"]\n'
+        '[[signers]]\nname = "demo"\npublic_key = "demo.pub"\n'
+        'frameworks = ["torch", "paddle", "replay"]\n'
     )
     return {
         "GATES_SIGNING_KEY": str(keys / "demo.key"),
@@ -315,7 +333,7 @@ def demo(*, keep: bool, echo: Echo) -> int:
         with _environment(_trust_demo_key(folder)):
             echo(f"== the glm52-minimal example, as a git repository in {root}")
             echo(
-                f"   policy in force: {POLICY_REF}; demo key trusted for torch and paddle "
+                f"   policy in force: {POLICY_REF}; demo key trusted for torch, paddle and replay "
                 f"({json.dumps('keys/trust.toml')}, outside the repository)"
             )
             workspace = _state_of_the_pr(root, echo)
