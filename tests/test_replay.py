@@ -19,11 +19,13 @@ import paddle
 import pytest
 
 from gates.artifacts import schema_errors
+from gates.commands.replay import materialize
 from gates.receipts.model import ArtifactKind
 from gates.recorder import GatesCallback, RunRecorder
 from gates.replay.commitments import loss_bits
 from gates.replay.state import load_state, save_state
 from gates.replay.windows import sample_windows
+from gates.workspace import open_workspace
 from tests.conftest import (
     CPU_PROFILE,
     REPO_ROOT,
@@ -413,3 +415,16 @@ def test_the_trainer_callback_commits_the_state_after_each_logged_step(tmp_path:
     assert moments.parts["optimizer"], "AdamW's moments are part of the state"
     assert moments.parts["data"]["position"].tolist() == [6]  # 3 steps x 2 accumulated batches
     assert len({c["parts"]["optimizer"] for c in found["steps"]}) == 4
+
+
+def test_the_replayed_code_runs_from_the_commit_without_the_evidence(
+    trained: Workspace, tmp_path: Path
+) -> None:
+    """A cheating entrypoint cannot copy the committed states or losses by relative path:
+    the window runs in the commit materialized from git objects, evidence locations left out
+    (the sandbox of the gated launch hides the workspace itself)."""
+    (trained.root / "model" / "train_paddle.py").write_text("# edited in the worktree\n")
+    source = materialize(open_workspace(trained.root), "HEAD", tmp_path / "source")
+    assert "RunRecorder" in (source / "model" / "train_paddle.py").read_text(), "the commit's"
+    assert (source / "gates.toml").is_file()
+    assert not (source / "results").exists()

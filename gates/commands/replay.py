@@ -4,7 +4,10 @@ cannot predict, compare bit for bit, and sign a replay attestation (docs/replay.
 from __future__ import annotations
 
 import hashlib
+import io
 import json
+import shutil
+import tarfile
 import tempfile
 import time
 from dataclasses import dataclass
@@ -16,6 +19,7 @@ from gates.engine import judge_workspace
 from gates.env import capture
 from gates.errors import GatesError
 from gates.freeze import FreezeReport, evaluate_freeze
+from gates.git import run_git
 from gates.paths import is_under, resolve_inside, to_workspace_relpath
 from gates.policy import policy_of
 from gates.receipts.create import ReceiptRequest, create_receipt
@@ -116,6 +120,23 @@ def _same_code(freeze: FreezeReport, run: Receipt, folder: str) -> None:
         )
 
 
+def materialize(workspace: Workspace, commit: str, target: Path) -> Path:
+    """The commit under audit as files (from git objects), without its evidence locations:
+    the replayed entrypoint runs there, where the run's commitments and saved states are
+    not at hand by relative path. (The sandbox hides the workspace itself.)"""
+    archive = run_git(workspace.root, "archive", "--format=tar", commit)
+    target.mkdir(parents=True)
+    with tarfile.open(fileobj=io.BytesIO(archive)) as tar:
+        tar.extractall(target, filter="data")
+    for location in workspace.config.evidence.locations:
+        doomed = target / location
+        if doomed.is_dir() and not doomed.is_symlink():
+            shutil.rmtree(doomed)
+        elif doomed.exists() or doomed.is_symlink():
+            doomed.unlink()
+    return target
+
+
 def _commitments(workspace: Workspace, folder: str, run: Receipt) -> tuple[Commitments, str]:
     relpath = f"{folder}/{COMMITMENTS_FILE}"
     bound = next((s for s in run.subjects if s.path == relpath), None)
@@ -173,12 +194,13 @@ def replay(
     windows = _windows(request, commitments, seed, count, width)
     if not windows:
         raise GatesError("no window to replay", hint="--windows N, or set params.replay_windows")
-    cwd_of_run = workspace.root / (run.provenance.run.cwd if run.provenance.run else ".")
-    under = RunUnderReplay(
-        workspace.root, folder, commitments, template, cwd_of_run, request.timeout
-    )
     results: list[WindowResult] = []
     with tempfile.TemporaryDirectory(prefix="gates-replay-") as scratch:
+        source = materialize(workspace, freeze.head or "HEAD", Path(scratch) / "source")
+        cwd_of_run = source / (run.provenance.run.cwd if run.provenance.run else ".")
+        under = RunUnderReplay(
+            workspace.root, folder, commitments, template, cwd_of_run, request.timeout
+        )
         for window in windows:
             results.append(replay_window(under, window, Path(scratch)))
     outcome = "match"
