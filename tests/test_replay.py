@@ -19,14 +19,14 @@ import paddle
 import pytest
 
 from gates.artifacts import schema_errors
-from gates.commands.replay import materialize
 from gates.receipts.model import ArtifactKind
 from gates.recorder import GatesCallback, RunRecorder
 from gates.replay.commitments import loss_bits
 from gates.replay.state import load_state, save_state
 from gates.replay.windows import sample_windows
+from gates.sandbox.materialize import materialize
 from gates.workspace import open_workspace
-from tests.conftest import (
+from tests.helpers import (
     CPU_PROFILE,
     REPO_ROOT,
     TrustSetup,
@@ -422,9 +422,11 @@ def test_the_replayed_code_runs_from_the_commit_without_the_evidence(
 ) -> None:
     """A cheating entrypoint cannot copy the committed states or losses by relative path:
     the window runs in the commit materialized from git objects, evidence locations left out
-    (the sandbox of the gated launch hides the workspace itself)."""
+    (the sandbox hides the workspace itself)."""
     (trained.root / "model" / "train_paddle.py").write_text("# edited in the worktree\n")
-    source = materialize(open_workspace(trained.root), "HEAD", tmp_path / "source")
+    workspace = open_workspace(trained.root)
+    source = tmp_path / "source"  # what the sandbox shows the replayed window
+    materialize(workspace.root, "HEAD", workspace.config.evidence.locations, source)
     assert "RunRecorder" in (source / "model" / "train_paddle.py").read_text(), "the commit's"
     assert (source / "gates.toml").is_file()
     assert not (source / "results").exists()
