@@ -395,7 +395,9 @@ def test_the_trainer_callback_commits_the_state_after_each_logged_step(tmp_path:
     optimizer = paddle.optimizer.AdamW(learning_rate=0.01, parameters=model.parameters())
     args = type("Args", (), {"gradient_accumulation_steps": 2})()
     state = type("State", (), {"global_step": 0})()
-    recorder = RunRecorder(tmp_path / "run", save_every=2)
+    config = tmp_path / "config.json"
+    config.write_text('{"hidden_size": 4}\n')
+    recorder = RunRecorder(tmp_path / "run", framework="paddle", model_config=config, save_every=2)
     callback = GatesCallback(recorder, commit_state=True)
     hooks = {"model": model, "optimizer": optimizer}
     callback.on_train_begin(args, state, None, **hooks)

@@ -182,6 +182,7 @@ def replay(
         request.timeout,
         freeze.head or "HEAD",
         workspace.config.evidence.locations,
+        framework or "",
     )
     with tempfile.TemporaryDirectory(prefix="gates-replay-") as scratch:
         results = [replay_window(under, window, Path(scratch)) for window in windows]

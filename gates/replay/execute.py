@@ -21,7 +21,7 @@ from pathlib import Path
 from pydantic import BaseModel, ConfigDict
 
 from gates.errors import GatesError
-from gates.recorder import RUN_DIR, RUN_ID
+from gates.recorder import FRAMEWORK, RUN_DIR, RUN_ID
 from gates.replay.commitments import (
     COMMITMENTS_FILE,
     SAVE_EVERY,
@@ -118,7 +118,8 @@ def _launch_window(
         cwd=run.root / run.cwd,
         output_at=out,
         output=out,
-        protocol={RUN_DIR: str(out), RUN_ID: run_id, SAVE_EVERY: "0"},  # only the last state
+        # SAVE_EVERY 0: only the window's last state is saved
+        protocol={RUN_DIR: str(out), RUN_ID: run_id, SAVE_EVERY: "0", FRAMEWORK: run.framework},
         extra_binds={state: state},
     )
     with prepared(found, request) as ready, log.open("wb") as sink:
@@ -148,6 +149,7 @@ class RunUnderReplay:
     timeout: float
     commit: str  # the commit under audit, materialized in the sandbox
     excluded: tuple[str, ...]  # the evidence locations, never in the sandbox
+    framework: str  # the run's side, for the recorder (GATES_FRAMEWORK)
 
 
 def _error(window: Window, started: float, message: str) -> WindowResult:
@@ -159,6 +161,12 @@ def _error(window: Window, started: float, message: str) -> WindowResult:
         error=message,
         duration_s=round(time.monotonic() - started, 3),
     )
+
+
+def _tail(work: Path) -> str:
+    """The window log's last line (the scratch folder holding the log is gone afterwards)."""
+    lines = (work / "window.log").read_text(encoding="utf-8", errors="replace").splitlines()
+    return next((line.strip() for line in reversed(lines) if line.strip()), "(no output)")
 
 
 def replay_window(run: RunUnderReplay, window: Window, scratch: Path) -> WindowResult:
@@ -197,9 +205,7 @@ def replay_window(run: RunUnderReplay, window: Window, scratch: Path) -> WindowR
         log=work / "window.log",
     )
     if code != 0:
-        return _error(
-            window, started, f"the replayed entrypoint exited {code} (log: {work / 'window.log'})"
-        )
+        return _error(window, started, f"the replayed entrypoint exited {code}: {_tail(work)}")
     mismatch = compare_window(committed, window, out)
     return WindowResult(
         first=window.first,
