@@ -41,14 +41,16 @@ import os
 import sys
 from pathlib import Path
 from types import TracebackType
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from gates.atomic import write_text_atomic
 from gates.canonical import pretty_json
 from gates.env import capture
 from gates.errors import GatesError
 from gates.replay.commitments import StepCommitter
-from gates.replay.state import TrainingState
+
+if TYPE_CHECKING:  # the numeric code loads with the first state committed
+    from gates.replay.state import TrainingState
 
 RUN_DIR = "GATES_RUN_DIR"
 RUN_ID = "GATES_RUN_ID"

@@ -117,6 +117,7 @@ def test_a_child_reads_no_key_no_trust_file_no_cache_and_no_parent_environment(
         "GATES_GIT_HEAD",
         "GATES_RUN_DIR",
         "GATES_RUN_ID",
+        "GATES_STATE_EVERY",
     ]
     for name in targets:
         assert str(found[name]).startswith("unreadable"), (name, found[name])

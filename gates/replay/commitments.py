@@ -12,13 +12,16 @@ import json
 import os
 import struct
 from pathlib import Path
-from typing import Annotated, Literal
+from typing import TYPE_CHECKING, Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints, ValidationError
 
 from gates.atomic import write_text_atomic
 from gates.errors import GatesError
-from gates.replay.state import PARTS, TrainingState, save_state, state_digest, state_file_name
+from gates.replay.names import PARTS, state_file_name
+
+if TYPE_CHECKING:
+    from gates.replay.state import TrainingState
 
 COMMITMENTS_FILE = "commitments.json"
 COMMITMENTS_FORMAT = "gates.commitments/v1"
@@ -131,6 +134,9 @@ class StepCommitter:
         self._last: TrainingState | None = None
 
     def commit(self, step: int, loss: float | None, state: TrainingState) -> None:
+        # the numeric code loads with the first commitment, never on the audit's path
+        from gates.replay.state import save_state, state_digest  # noqa: PLC0415
+
         parts = state.part_digests()
         saved = None
         if step == 0 or (self.save_every and step % self.save_every == 0):
@@ -154,6 +160,8 @@ class StepCommitter:
             return
         last = self.steps[-1]
         if last.saved is None:
+            from gates.replay.state import save_state  # noqa: PLC0415
+
             saved = f"{STATES_FOLDER}/{state_file_name(last.step)}"
             save_state(self._last, self.folder / saved)
             self.steps[-1] = last.model_copy(update={"saved": saved})

@@ -18,8 +18,6 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from pydantic import BaseModel, ConfigDict
-
 from gates.errors import GatesError
 from gates.recorder import FRAMEWORK, RUN_DIR, RUN_ID
 from gates.replay.commitments import (
@@ -31,41 +29,18 @@ from gates.replay.commitments import (
     StepCommitment,
     read_commitments,
 )
+from gates.replay.names import state_file_name
+from gates.replay.report import Mismatch, WindowResult
 from gates.replay.state import (
     StateFileError,
     differing_parts,
     load_state,
-    state_file_name,
 )
 from gates.replay.windows import Window
 from gates.sandbox import Request as SandboxRequest
 from gates.sandbox import prepared, support
 
 PLACEHOLDERS = ("{state}", "{start}", "{end}", "{out}")
-
-
-class Mismatch(BaseModel):
-    """The first step where the replay differs, and what differed."""
-
-    model_config = ConfigDict(extra="forbid", frozen=True)
-
-    step: int
-    what: str  # one line, e.g. "loss bits 3ff0... != 3ff1..."; "state differs in optimizer"
-    loss_committed: str | None = None
-    loss_replayed: str | None = None
-    parts: tuple[str, ...] = ()
-
-
-class WindowResult(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
-
-    first: int
-    last: int
-    resumed_from: int
-    result: str  # "match", "mismatch" or "error"
-    mismatch: Mismatch | None = None
-    error: str | None = None
-    duration_s: float = 0.0
 
 
 def replay_argv(template: tuple[str, ...], state: Path, window: Window, out: Path) -> list[str]:

@@ -9,11 +9,34 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from gates.replay.execute import WindowResult
 from gates.replay.windows import SEED_SOURCES, sample_windows
 
 REPLAY_FILE = "replay.json"
 REPLAY_FORMAT = "gates.replay/v1"
+
+
+class Mismatch(BaseModel):
+    """The first step where the replay differs, and what differed."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    step: int
+    what: str  # one line, e.g. "loss bits 3ff0... != 3ff1..."; "state differs in optimizer"
+    loss_committed: str | None = None
+    loss_replayed: str | None = None
+    parts: tuple[str, ...] = ()
+
+
+class WindowResult(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    first: int
+    last: int
+    resumed_from: int
+    result: str  # "match", "mismatch" or "error"
+    mismatch: Mismatch | None = None
+    error: str | None = None
+    duration_s: float = 0.0
 
 
 class ReplayReport(BaseModel):

@@ -17,10 +17,10 @@ from pathlib import Path
 import numpy as np
 
 from gates.errors import GatesError
+from gates.replay.names import PARTS
 
 #: parameters, optimizer state in its stored precision, every RNG state, the data
 #: loader's position, the learning-rate schedule
-PARTS = ("parameters", "optimizer", "rng", "data", "schedule")
 STATE_FORMAT = "gates.training-state/v1"
 
 
@@ -68,10 +68,6 @@ def state_digest(parts: dict[str, str]) -> str:
 
 def differing_parts(committed: dict[str, str], found: dict[str, str]) -> list[str]:
     return [part for part in PARTS if committed.get(part) != found.get(part)]
-
-
-def state_file_name(step: int) -> str:
-    return f"step-{step:06d}.safetensors"
 
 
 def save_state(state: TrainingState, path: Path) -> None:
