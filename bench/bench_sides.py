@@ -21,8 +21,8 @@ from pathlib import Path
 from bench_audit import build_receipts, build_repository
 from common import OUT, median_seconds, report
 
-from gates.engine import code_judge, judge_workspace, results_spec
-from gates.policy import policy_of
+from gates.engine.audit import code_judge, judge_workspace, results_spec
+from gates.policy.in_force import policy_of
 from gates.workspace import open_workspace
 
 

@@ -5,15 +5,15 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from gates.config import CONFIG_NAME, GatesConfig, load_config
 from gates.external import ExternalRoots
-from gates.freeze_settings import find_root
+from gates.freeze.settings import find_root
+from gates.policy.config import CONFIG_NAME, GatesConfig, load_config
 
 
 @dataclass(frozen=True)
 class Workspace:
     """The repository root and its settings (under a policy ref, the settings in force:
-    see gates.policy.GovernedWorkspace)."""
+    see gates.policy.in_force.GovernedWorkspace)."""
 
     root: Path
     config: GatesConfig

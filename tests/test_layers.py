@@ -57,9 +57,9 @@ def find_cycle(graph: dict[str, set[str]]) -> list[str] | None:
 
 def test_the_import_graph_has_no_cycle() -> None:
     graph = import_graph()
-    assert "gates.alignment" in graph
-    assert "gates.contracts.model" not in graph["gates.alignment"]
-    assert "gates.checkpoints.rules" not in graph["gates.checkpoints.aoa"]
+    assert "gates.engine.alignment" in graph
+    assert "gates.contracts.model" not in graph["gates.engine.alignment"]
+    assert "gates.naming.rules" not in graph["gates.naming.aoa"]
     cycle = find_cycle(graph)
     assert cycle is None, " -> ".join(cycle or [])
 

@@ -8,10 +8,10 @@ from pathlib import Path
 
 from gates import exitcodes
 from gates.atomic import write_text_atomic
-from gates.audit_summary import summarize
 from gates.canonical import content_id, pretty_json
-from gates.commands import Echo
-from gates.engine import run_audit
+from gates.echo import Echo
+from gates.engine.audit import run_audit
+from gates.engine.summary import summarize
 from gates.receipts.verify import Status
 from gates.trust.anchors import (
     Anchors,

@@ -10,14 +10,14 @@ from pathlib import Path
 from gates import exitcodes
 from gates.canonical import indented_json
 from gates.checkpoints.check import check_checkpoint
-from gates.checkpoints.families import by_family, grouped
 from gates.checkpoints.survey import Survey, survey
-from gates.commands import Echo
 from gates.commands.checkpoint import resolve_rules
-from gates.commands.outputs import write_checker_output
+from gates.echo import Echo
 from gates.external import locate
 from gates.hashing import StatCache
+from gates.naming.families import by_family, grouped
 from gates.receipts.model import ArtifactKind
+from gates.receipts.outputs import write_checker_output
 from gates.workspace import Workspace, roots_of
 
 PARITY_FORMAT = "gates.structure_parity/v1"

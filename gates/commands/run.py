@@ -28,24 +28,31 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from types import FrameType
 
-from gates import preflight
 from gates.atomic import write_text_atomic
 from gates.canonical import pretty_json
-from gates.commands import Echo, note
-from gates.counting import what_counts
-from gates.env import RANK_VARIABLES, capture
+from gates.echo import Echo, note
+from gates.engine.counting import what_counts
 from gates.errors import GatesError
-from gates.freeze import FreezeReport, evaluate_freeze
+from gates.freeze.check import FreezeReport, evaluate_freeze
 from gates.hashing import StatCache, cache_file
 from gates.paths import is_under, resolve_inside, to_workspace_relpath
-from gates.preflight import full_profile
 from gates.receipts.create import ReceiptRequest, create_receipt
 from gates.receipts.model import ArtifactKind, EvidenceClass, Framework, Receipt
-from gates.recorder import FRAMEWORK, GIT_HEAD, MODEL_CONFIG, RUN_DIR, RUN_ID, aggregate_ranks
-from gates.runlog import StderrTee
 from gates.sandbox import Isolation, SandboxSupport, killed_by, prepared, support
 from gates.sandbox import Request as SandboxRequest
 from gates.tensors.layout import TENSORS_FOLDER, dump_files
+from gates.training import preflight
+from gates.training.env import RANK_VARIABLES, capture
+from gates.training.preflight import full_profile
+from gates.training.recorder import (
+    FRAMEWORK,
+    GIT_HEAD,
+    MODEL_CONFIG,
+    RUN_DIR,
+    RUN_ID,
+    aggregate_ranks,
+)
+from gates.training.runlog import StderrTee
 from gates.trust.keys import SigningKey, key_from_environment
 from gates.workspace import Workspace
 
@@ -69,7 +76,7 @@ class RunRequest:
     profile: dict[str, str] = field(default_factory=dict)
     sandbox: bool = True
     clean: bool = False
-    force: bool = False  # launch despite pre-flight problems (gates.preflight)
+    force: bool = False  # launch despite pre-flight problems (gates.training.preflight)
     model_config: Path | None = None  # passed to the recorder as GATES_MODEL_CONFIG
 
 
@@ -177,7 +184,7 @@ def _stamps(
                 stem = name.split(".", 1)[0]
                 found.append((kind, [f"{base}/{name}"], f"{base}/{stem}.receipt.json"))
         dump = sorted(p.relative_to(root).as_posix() for p in dump_files(run_folder))
-        if dump:  # the tensor dump of gates.tensors.recorder: one receipt over all of it
+        if dump:  # the tensor dump of gates.training.tensor_recorder: one receipt over all of it
             found.append((ArtifactKind.TENSOR_DUMP, dump, f"{base}/{TENSORS_FOLDER}.receipt.json"))
     missing = []
     for kind, given in request.outputs:

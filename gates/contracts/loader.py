@@ -10,8 +10,8 @@ from pathlib import Path
 from pydantic import ValidationError
 
 from gates.contracts.model import ContractSpec
+from gates.policy.waivers import WAIVER_SUFFIX
 from gates.validation import first_error
-from gates.waivers import WAIVER_SUFFIX
 
 CONTRACT_GLOB = "*.toml"
 

@@ -10,15 +10,15 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 from pydantic import BaseModel, ConfigDict, Field, StrictBool, StringConstraints
 
-from gates.evidence import Evidence
-from gates.freeze import FreezeReport
+from gates.freeze.check import FreezeReport
+from gates.policy.waivers import LoadedWaiver
+from gates.receipts.evidence import Evidence
 from gates.receipts.model import ArtifactKind
 from gates.receipts.verify import Judgement
-from gates.waivers import LoadedWaiver
 from gates.workspace import Workspace
 
 if TYPE_CHECKING:  # only for the annotation: the alignment module pulls in the loss readers
-    from gates.alignment import Alignment
+    from gates.engine.alignment import Alignment
 
 
 ContractId = Annotated[str, StringConstraints(pattern=r"^[a-z][a-z0-9_]*\.[a-z0-9][a-z0-9.-]*$")]

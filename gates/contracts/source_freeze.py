@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from gates.contracts.model import Criterion, EvaluationContext, EvaluationError
-from gates.freeze import CRITERIA
+from gates.freeze.check import CRITERIA
 
 CHECK = "source_freeze"
 

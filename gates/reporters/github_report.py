@@ -20,7 +20,7 @@ import re
 from pathlib import Path
 
 from gates.contracts.model import ContractResult, Criterion, DischargeStatus
-from gates.engine import AuditResult
+from gates.engine.audit import AuditResult
 from gates.receipts.verify import Status
 from gates.reporters.status_md import render as render_status_block
 

@@ -17,7 +17,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from gates.audit_summary import AuditSummary
+from gates.engine.summary import AuditSummary
 from gates.errors import GatesError
 from gates.trust.anchors import Anchors
 from gates.trust.envelope import RECEIPT_PREDICATE, Attested, verify_envelope

@@ -9,8 +9,8 @@ from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
 from gates import __version__
-from gates.audit_summary import AuditSummary
 from gates.canonical import canonical_json
+from gates.engine.summary import AuditSummary
 from gates.errors import GatesError
 from gates.git import run_git
 from gates.trust.envelope import STATEMENT_TYPE

@@ -1,0 +1,187 @@
+"""Issue 17's layout: where each moved module went, and the rewrite of its imports.
+
+`python tools/relayout.py move` runs the `git mv`s (once); `python tools/relayout.py
+rewrite [PATH ...]` rewrites every dotted name of a moved module to its new name in the
+project's Python files (or the given ones). The rewrite is idempotent, so it can run again
+over code merged in later that still names the old paths.
+"""
+
+from __future__ import annotations
+
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+
+# old module -> new module. A documented import path keeps a thin re-export (KEPT).
+MOVES: dict[str, str] = {
+    # the engine: contracts evaluated, alignment, waivers, verdict
+    "gates.engine": "gates.engine.audit",
+    "gates.alignment": "gates.engine.alignment",
+    "gates.counting": "gates.engine.counting",
+    "gates.audit_summary": "gates.engine.summary",
+    # reporters, with the claims and the history of audits
+    "gates.claims": "gates.reporters.claims",
+    "gates.history": "gates.reporters.history",
+    "gates.formats": "gates.reporters.formats",
+    # the policy in force
+    "gates.policy": "gates.policy.in_force",
+    "gates.config": "gates.policy.config",
+    "gates.sides": "gates.policy.sides",
+    "gates.waivers": "gates.policy.waivers",
+    # receipts: discover, judge, bind, derive, index
+    "gates.audit_index": "gates.receipts.index",
+    "gates.binding": "gates.receipts.binding",
+    "gates.derive": "gates.receipts.derive",
+    "gates.evidence": "gates.receipts.evidence",
+    "gates.provenance": "gates.receipts.provenance",
+    "gates.artifacts": "gates.receipts.artifacts",
+    "gates.crosscheck": "gates.receipts.crosscheck",
+    "gates.commands.outputs": "gates.receipts.outputs",
+    # the freeze
+    "gates.freeze": "gates.freeze.check",
+    "gates.freeze_settings": "gates.freeze.settings",
+    "gates.freeze_ref": "gates.freeze.ref",
+    "gates.worktree": "gates.freeze.worktree",
+    "gates.precommit": "gates.freeze.precommit",
+    # kinds of evidence
+    "gates.losses": "gates.losses.series",
+    "gates.checks.loss": "gates.losses.compare",
+    "gates.commands.checkpoint_output": "gates.checkpoints.output",
+    # the naming rules and the safetensors reader
+    "gates.checkpoints.rules": "gates.naming.rules",
+    "gates.checkpoints.rule_kinds": "gates.naming.rule_kinds",
+    "gates.checkpoints.rulefile": "gates.naming.rulefile",
+    "gates.checkpoints.aoa": "gates.naming.aoa",
+    "gates.checkpoints.families": "gates.naming.families",
+    "gates.checkpoints.config_placeholders": "gates.naming.config_placeholders",
+    "gates.checkpoints.header": "gates.safetensors.header",
+    # training: recorders, env capture, the trainer API
+    "gates.recorder": "gates.training.recorder",
+    "gates.env": "gates.training.env",
+    "gates.runlog": "gates.training.runlog",
+    "gates.tensors.recorder": "gates.training.tensor_recorder",
+    "gates.commands.checkpoint_ranks": "gates.training.checkpoint_ranks",
+    "gates.preflight": "gates.training.preflight",
+    # the CLI's shared options and the demo's acts
+    "gates.commands.checker_options": "gates.cli_options",
+    "gates.commands.demo": "gates.commands.demo",
+    "gates.commands.demo_config": "gates.commands.demo.config_act",
+    "gates.commands.demo_resume": "gates.commands.demo.resume_act",
+    "gates.commands.demo_tensors": "gates.commands.demo.tensors_act",
+}
+
+# Documented import paths of users' training scripts: a re-export stays at each.
+KEPT = ("gates.recorder", "gates.env", "gates.tensors.recorder")
+
+NEW_PACKAGES = ("engine", "policy", "freeze", "losses", "naming", "safetensors", "training")
+
+
+def path_of(module: str, package: bool = False) -> Path:
+    parts = module.split(".")
+    if package:
+        return ROOT.joinpath(*parts, "__init__.py")
+    return ROOT.joinpath(*parts).with_suffix(".py")
+
+
+def git(*args: str) -> None:
+    subprocess.run(["git", *args], cwd=ROOT, check=True)
+
+
+def move() -> None:
+    """The `git mv`s. A module that becomes a package's name moves aside first."""
+    staged: dict[str, Path] = {}
+    for old in MOVES:
+        source = path_of(old)
+        if not source.exists():
+            continue
+        aside = source.with_name(f"_moving_{source.name}")
+        git("mv", str(source), str(aside))
+        staged[old] = aside
+    for name in NEW_PACKAGES:
+        (ROOT / "gates" / name).mkdir(exist_ok=True)
+    (ROOT / "gates" / "commands" / "demo").mkdir(exist_ok=True)
+    for old, aside in staged.items():
+        new = MOVES[old]
+        target = path_of(new, package=new == old)
+        target.parent.mkdir(parents=True, exist_ok=True)
+        git("mv", str(aside), str(target))
+
+
+def pattern_for(old: str) -> re.Pattern[str]:
+    """The dotted name `old` as a whole name, not as the prefix of one of its new children."""
+    new = MOVES[old]
+    package_dir = ROOT.joinpath(*old.split("."))
+    children = sorted(
+        {p.stem for p in package_dir.glob("*.py") if p.stem != "__init__"}
+        | {p.name for p in package_dir.iterdir() if p.is_dir()}
+        if package_dir.is_dir()
+        else set()
+    )
+    guard = f"(?!\\.(?:{'|'.join(map(re.escape, children))})\\b)" if children else ""
+    del new
+    return re.compile(rf"(?<![\w.]){re.escape(old)}(?![\w]){guard}")
+
+
+def from_import_pattern(old: str) -> re.Pattern[str]:
+    """`from gates.pkg import module` for a moved module."""
+    parent, _, name = old.rpartition(".")
+    return re.compile(rf"^(\s*)from {re.escape(parent)} import {name}\b(?! *,)", re.M)
+
+
+# Names that moved out of a module that stays: (module, names) -> new module.
+SYMBOL_MOVES: dict[str, str] = {"gates.commands": "gates.echo"}
+SYMBOLS = {"gates.commands": ("Echo", "note")}
+
+
+def rewrite_symbols(text: str) -> str:
+    for old, new in SYMBOL_MOVES.items():
+        names = "|".join(SYMBOLS[old])
+        text = re.sub(
+            rf"^(\s*)from {re.escape(old)} import ((?:{names})(?:, (?:{names}))*)$",
+            rf"\1from {new} import \2",
+            text,
+            flags=re.M,
+        )
+    return text
+
+
+def rewrite_text(text: str) -> str:
+    text = rewrite_symbols(text)
+    for old in sorted(MOVES, key=len, reverse=True):
+        new = MOVES[old]
+        if new == old:
+            continue
+        parent, _, name = new.rpartition(".")
+        text = from_import_pattern(old).sub(rf"\1from {parent} import {name}", text)
+        text = pattern_for(old).sub(new, text)
+    return text
+
+
+def python_files() -> list[Path]:
+    roots = [ROOT / "gates", ROOT / "tests", ROOT / "bench", ROOT / "ci"]
+    files = [p for r in roots if r.exists() for p in r.rglob("*.py")]
+    files += list(ROOT.glob("*.py"))
+    exempt = {path_of(kept) for kept in KEPT} | {ROOT / "tests" / "test_documented_imports.py"}
+    return [p for p in files if p not in exempt and ".venv" not in p.parts]
+
+
+def rewrite(paths: list[Path]) -> None:
+    for path in paths:
+        text = path.read_text(encoding="utf-8")
+        new = rewrite_text(text)
+        if new != text:
+            path.write_text(new, encoding="utf-8")
+            print(f"rewrote {path.relative_to(ROOT)}")
+
+
+if __name__ == "__main__":
+    command, *rest = sys.argv[1:]
+    if command == "move":
+        move()
+    elif command == "rewrite":
+        rewrite([Path(p).resolve() for p in rest] if rest else python_files())
+    else:
+        raise SystemExit(f"unknown command {command!r}: move or rewrite")
