@@ -92,7 +92,7 @@ def checker_options(default: str) -> Callable[[F], F]:
         )
         @functools.wraps(function)
         def wrapper(*args: Any, no_receipt: bool, force_replace: bool, **kwargs: Any) -> Any:
-            from gates.receipts.outputs import CheckerMode, checker_mode  # noqa: PLC0415  (lazy: CLI start)
+            from gates.checkers.outputs import CheckerMode, checker_mode  # noqa: PLC0415  (lazy: CLI start)
 
             ctx = click.get_current_context()
             mode = CheckerMode(no_receipt, force_replace, _workspace_command(ctx))

@@ -101,7 +101,7 @@ def train_paddle(
     ``perturb_step`` nudges one weight by one ULP before that step's forward."""
     import paddle  # noqa: PLC0415
 
-    from gates.training.tensor_recorder import TensorRecorder  # noqa: PLC0415
+    from gates.tensors.recorder import TensorRecorder  # noqa: PLC0415
 
     paddle.set_device("cpu")
     paddle.seed(7)

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from gates.contracts.model import Criterion, DischargeStatus, discharge_status
+from gates.criteria import Criterion, DischargeStatus, discharge_status
 from gates.engine.audit import run_audit
 from gates.reporters import REPORTERS
 from gates.workspace import open_workspace

@@ -21,7 +21,7 @@ torch = pytest.importorskip("torch")
 
 
 def train_torch(run_folder: Path, *, nudge_step: int | None = None, bf16: bool = False) -> None:
-    from gates.training.tensor_recorder import TensorRecorder  # noqa: PLC0415
+    from gates.tensors.recorder import TensorRecorder  # noqa: PLC0415
 
     torch.manual_seed(7)
     model = torch.nn.Sequential(

@@ -381,7 +381,7 @@ def test_paddle_repeats_and_a_one_ulp_nudge(
 def test_frozen_parameters_are_dumped_without_gradients(tmp_path: Path) -> None:
     import paddle  # noqa: PLC0415
 
-    from gates.training.tensor_recorder import TensorRecorder  # noqa: PLC0415
+    from gates.tensors.recorder import TensorRecorder  # noqa: PLC0415
 
     paddle.seed(1)
     layer = paddle.nn.Linear(3, 2)

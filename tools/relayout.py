@@ -8,6 +8,7 @@ over code merged in later that still names the old paths.
 
 from __future__ import annotations
 
+import ast
 import re
 import subprocess
 import sys
@@ -19,7 +20,7 @@ ROOT = Path(__file__).resolve().parent.parent
 MOVES: dict[str, str] = {
     # the engine: contracts evaluated, alignment, waivers, verdict
     "gates.engine": "gates.engine.audit",
-    "gates.alignment": "gates.engine.alignment",
+    "gates.alignment": "gates.receipts.alignment",
     "gates.counting": "gates.engine.counting",
     "gates.audit_summary": "gates.engine.summary",
     # reporters, with the claims and the history of audits
@@ -28,7 +29,6 @@ MOVES: dict[str, str] = {
     "gates.formats": "gates.reporters.formats",
     # the policy in force
     "gates.policy": "gates.policy.in_force",
-    "gates.config": "gates.policy.config",
     "gates.sides": "gates.policy.sides",
     "gates.waivers": "gates.policy.waivers",
     # receipts: discover, judge, bind, derive, index
@@ -39,7 +39,7 @@ MOVES: dict[str, str] = {
     "gates.provenance": "gates.receipts.provenance",
     "gates.artifacts": "gates.receipts.artifacts",
     "gates.crosscheck": "gates.receipts.crosscheck",
-    "gates.commands.outputs": "gates.receipts.outputs",
+    "gates.commands.outputs": "gates.checkers.outputs",
     # the freeze
     "gates.freeze": "gates.freeze.check",
     "gates.freeze_settings": "gates.freeze.settings",
@@ -49,7 +49,7 @@ MOVES: dict[str, str] = {
     # kinds of evidence
     "gates.losses": "gates.losses.series",
     "gates.checks.loss": "gates.losses.compare",
-    "gates.commands.checkpoint_output": "gates.checkpoints.output",
+    "gates.commands.checkpoint_output": "gates.checkers.checkpoint_output",
     # the naming rules and the safetensors reader
     "gates.checkpoints.rules": "gates.naming.rules",
     "gates.checkpoints.rule_kinds": "gates.naming.rule_kinds",
@@ -62,21 +62,41 @@ MOVES: dict[str, str] = {
     "gates.recorder": "gates.training.recorder",
     "gates.env": "gates.training.env",
     "gates.runlog": "gates.training.runlog",
-    "gates.tensors.recorder": "gates.training.tensor_recorder",
     "gates.commands.checkpoint_ranks": "gates.training.checkpoint_ranks",
-    "gates.preflight": "gates.training.preflight",
+    "gates.preflight": "gates.engine.preflight",
     # the CLI's shared options and the demo's acts
     "gates.commands.checker_options": "gates.cli_options",
     "gates.commands.demo": "gates.commands.demo",
     "gates.commands.demo_config": "gates.commands.demo.config_act",
     "gates.commands.demo_resume": "gates.commands.demo.resume_act",
     "gates.commands.demo_tensors": "gates.commands.demo.tensors_act",
+    # the VSA and its verification read the audit's summary: reporters
+    "gates.trust.vsa": "gates.reporters.vsa",
+    "gates.trust.verify_export": "gates.reporters.verify_export",
+    # the contract files are part of the policy
+    "gates.contracts.loader": "gates.policy.contract_files",
+    # intermediate places of this branch's first commit
+    "gates.policy.config": "gates.config",
+    "gates.training.tensor_recorder": "gates.tensors.recorder",
+    "gates.engine.alignment": "gates.receipts.alignment",
+    "gates.receipts.outputs": "gates.checkers.outputs",
+    "gates.checkpoints.output": "gates.checkers.checkpoint_output",
+    "gates.training.preflight": "gates.engine.preflight",
 }
 
 # Documented import paths of users' training scripts: a re-export stays at each.
-KEPT = ("gates.recorder", "gates.env", "gates.tensors.recorder")
+KEPT = ("gates.recorder", "gates.env")
 
-NEW_PACKAGES = ("engine", "policy", "freeze", "losses", "naming", "safetensors", "training")
+NEW_PACKAGES = (
+    "engine",
+    "policy",
+    "freeze",
+    "losses",
+    "naming",
+    "safetensors",
+    "training",
+    "checkers",
+)
 
 
 def path_of(module: str, package: bool = False) -> Path:
@@ -131,21 +151,60 @@ def from_import_pattern(old: str) -> re.Pattern[str]:
     return re.compile(rf"^(\s*)from {re.escape(parent)} import {name}\b(?! *,)", re.M)
 
 
-# Names that moved out of a module that stays: (module, names) -> new module.
-SYMBOL_MOVES: dict[str, str] = {"gates.commands": "gates.echo"}
-SYMBOLS = {"gates.commands": ("Echo", "note")}
+# Names that moved out of a module that stays: (module, name) -> the module they live in now.
+SYMBOL_MOVES: dict[tuple[str, str], str] = {
+    ("gates.commands", "Echo"): "gates.echo",
+    ("gates.commands", "note"): "gates.echo",
+    ("gates.contracts.model", "Criterion"): "gates.criteria",
+    ("gates.contracts.model", "DischargeStatus"): "gates.criteria",
+    ("gates.contracts.model", "discharge_status"): "gates.criteria",
+    ("gates.contracts.model", "ContractSpec"): "gates.policy.contract_files",
+    ("gates.contracts.model", "ContractId"): "gates.policy.contract_files",
+    ("gates.naming.rulefile", "load_ruleset"): "gates.policy.rulesets",
+    ("gates.naming.rulefile", "workspace_ruleset"): "gates.policy.rulesets",
+    ("gates.recorder", "RUN_DIR"): "gates.run_env",
+    ("gates.training.recorder", "RUN_DIR"): "gates.run_env",
+    ("gates.training.recorder", "RUN_ID"): "gates.run_env",
+    ("gates.training.recorder", "GIT_HEAD"): "gates.run_env",
+    ("gates.training.recorder", "FRAMEWORK"): "gates.run_env",
+    ("gates.training.recorder", "MODEL_CONFIG"): "gates.run_env",
+    ("gates.training.env", "RANK_VARIABLES"): "gates.run_env",
+    ("gates.training.recorder", "rank_folder"): "gates.run_env",
+}
 
 
 def rewrite_symbols(text: str) -> str:
-    for old, new in SYMBOL_MOVES.items():
-        names = "|".join(SYMBOLS[old])
-        text = re.sub(
-            rf"^(\s*)from {re.escape(old)} import ((?:{names})(?:, (?:{names}))*)$",
-            rf"\1from {new} import \2",
-            text,
-            flags=re.M,
-        )
-    return text
+    """Split `from M import a, b` where some names moved out of M (ast, so any layout)."""
+    try:
+        tree = ast.parse(text)
+    except SyntaxError:
+        return text
+    modules = {module for module, _ in SYMBOL_MOVES}
+    nodes = [
+        node
+        for node in ast.walk(tree)
+        if isinstance(node, ast.ImportFrom) and node.level == 0 and node.module in modules
+    ]
+    lines = text.splitlines(keepends=True)
+    for node in sorted(nodes, key=lambda n: n.lineno, reverse=True):
+        if node.module is None or node.end_lineno is None:
+            continue
+        groups: dict[str, list[str]] = {}
+        for alias in node.names:
+            target = SYMBOL_MOVES.get((node.module, alias.name), node.module)
+            spelled = alias.name + (f" as {alias.asname}" if alias.asname else "")
+            groups.setdefault(target, []).append(spelled)
+        if list(groups) == [node.module]:
+            continue
+        last = lines[node.end_lineno - 1]
+        comment = last[last.index("#") :].rstrip("\n") if "#" in last else ""
+        indent = " " * node.col_offset
+        new = [
+            f"{indent}from {module} import {', '.join(names)}{'  ' + comment if comment else ''}\n"
+            for module, names in groups.items()
+        ]
+        lines[node.lineno - 1 : node.end_lineno] = new
+    return "".join(lines)
 
 
 def rewrite_text(text: str) -> str:

@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from gates import exitcodes, progress
+from gates.checkers.outputs import receipt_binding, render_figures, write_checker_output
 from gates.echo import Echo, note
 from gates.engine.audit import judge_workspace
 from gates.errors import GatesError
@@ -12,7 +13,6 @@ from gates.losses.compare import compare_losses, compare_repeats
 from gates.losses.series import LossSeries, read_losses
 from gates.paths import resolve_inside, to_workspace_relpath
 from gates.receipts.model import ArtifactKind
-from gates.receipts.outputs import receipt_binding, render_figures, write_checker_output
 from gates.receipts.verify import Judgement
 from gates.workspace import Workspace
 

@@ -9,20 +9,20 @@ from typing import Any
 
 from gates import exitcodes
 from gates.canonical import strict_loads
+from gates.checkers.checkpoint_output import bound_files, finish, output_document
+from gates.checkers.outputs import render_figures, write_checker_output
 from gates.checkpoints.check import ShardRange, check_checkpoint, compare_pair
 from gates.checkpoints.digest import checkpoint_digest, default_threads
-from gates.checkpoints.output import bound_files, finish, output_document
 from gates.checkpoints.ranks import DEFAULT_TIMEOUT_S, launcher_world
 from gates.echo import Echo
 from gates.engine.audit import judge_workspace
 from gates.errors import GatesError
 from gates.external import Location, locate
 from gates.hashing import StatCache, cache_file
-from gates.naming.rulefile import load_ruleset, workspace_ruleset
 from gates.naming.rules import RuleSet
 from gates.paths import to_workspace_relpath
+from gates.policy.rulesets import load_ruleset, workspace_ruleset
 from gates.receipts.model import ArtifactKind
-from gates.receipts.outputs import render_figures, write_checker_output
 from gates.receipts.verify import Judgement, Status
 from gates.resources import validator
 from gates.workspace import Workspace, open_workspace, roots_of

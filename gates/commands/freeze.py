@@ -77,7 +77,7 @@ def set_pin_text(text: str, sha: str) -> str:
 
 
 def pin(workspace: Workspace, rev: str, *, echo: Echo) -> int:
-    from gates.policy.config import parse_config  # noqa: PLC0415  (the freeze script never pins)
+    from gates.config import parse_config  # noqa: PLC0415  (the freeze script never pins)
 
     sha = resolve_commit(workspace.root, rev)
     path = workspace.config_path

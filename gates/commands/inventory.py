@@ -9,6 +9,7 @@ from pathlib import Path
 
 from gates import exitcodes
 from gates.canonical import indented_json
+from gates.checkers.outputs import write_checker_output
 from gates.checkpoints.check import check_checkpoint
 from gates.checkpoints.survey import Survey, survey
 from gates.commands.checkpoint import resolve_rules
@@ -17,7 +18,6 @@ from gates.external import locate
 from gates.hashing import StatCache
 from gates.naming.families import by_family, grouped
 from gates.receipts.model import ArtifactKind
-from gates.receipts.outputs import write_checker_output
 from gates.workspace import Workspace, roots_of
 
 PARITY_FORMAT = "gates.structure_parity/v1"

@@ -11,11 +11,11 @@ import tempfile
 from pathlib import Path
 
 from gates import exitcodes
+from gates.checkers.outputs import write_checker_output
 from gates.echo import Echo
 from gates.errors import GatesError
 from gates.paths import resolve_inside, to_workspace_relpath
 from gates.receipts.model import ArtifactKind
-from gates.receipts.outputs import write_checker_output
 from gates.sandbox import Request as SandboxRequest
 from gates.sandbox import prepared, support
 from gates.tensors.probe import PROBE_FORMAT, Finding

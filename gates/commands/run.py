@@ -31,27 +31,21 @@ from types import FrameType
 from gates.atomic import write_text_atomic
 from gates.canonical import pretty_json
 from gates.echo import Echo, note
+from gates.engine import preflight
 from gates.engine.counting import what_counts
+from gates.engine.preflight import full_profile
 from gates.errors import GatesError
 from gates.freeze.check import FreezeReport, evaluate_freeze
 from gates.hashing import StatCache, cache_file
 from gates.paths import is_under, resolve_inside, to_workspace_relpath
 from gates.receipts.create import ReceiptRequest, create_receipt
 from gates.receipts.model import ArtifactKind, EvidenceClass, Framework, Receipt
+from gates.run_env import FRAMEWORK, GIT_HEAD, MODEL_CONFIG, RANK_VARIABLES, RUN_DIR, RUN_ID
 from gates.sandbox import Isolation, SandboxSupport, killed_by, prepared, support
 from gates.sandbox import Request as SandboxRequest
 from gates.tensors.layout import TENSORS_FOLDER, dump_files
-from gates.training import preflight
-from gates.training.env import RANK_VARIABLES, capture
-from gates.training.preflight import full_profile
-from gates.training.recorder import (
-    FRAMEWORK,
-    GIT_HEAD,
-    MODEL_CONFIG,
-    RUN_DIR,
-    RUN_ID,
-    aggregate_ranks,
-)
+from gates.training.env import capture
+from gates.training.recorder import aggregate_ranks
 from gates.training.runlog import StderrTee
 from gates.trust.keys import SigningKey, key_from_environment
 from gates.workspace import Workspace
@@ -76,7 +70,7 @@ class RunRequest:
     profile: dict[str, str] = field(default_factory=dict)
     sandbox: bool = True
     clean: bool = False
-    force: bool = False  # launch despite pre-flight problems (gates.training.preflight)
+    force: bool = False  # launch despite pre-flight problems (gates.engine.preflight)
     model_config: Path | None = None  # passed to the recorder as GATES_MODEL_CONFIG
 
 
@@ -184,7 +178,7 @@ def _stamps(
                 stem = name.split(".", 1)[0]
                 found.append((kind, [f"{base}/{name}"], f"{base}/{stem}.receipt.json"))
         dump = sorted(p.relative_to(root).as_posix() for p in dump_files(run_folder))
-        if dump:  # the tensor dump of gates.training.tensor_recorder: one receipt over all of it
+        if dump:  # the tensor dump of gates.tensors.recorder: one receipt over all of it
             found.append((ArtifactKind.TENSOR_DUMP, dump, f"{base}/{TENSORS_FOLDER}.receipt.json"))
     missing = []
     for kind, given in request.outputs:

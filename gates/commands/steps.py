@@ -8,8 +8,8 @@ from collections.abc import Sequence
 
 from gates import exitcodes
 from gates.echo import Echo
-from gates.engine.alignment import Alignment
 from gates.engine.audit import run_audit
+from gates.receipts.alignment import Alignment
 from gates.receipts.verify import Status
 from gates.tensors.progress import Progress, tensor_progress
 from gates.workspace import Workspace

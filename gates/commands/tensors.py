@@ -7,13 +7,13 @@ import json
 from pathlib import Path
 
 from gates import exitcodes
+from gates.checkers.outputs import receipt_binding, write_checker_output
 from gates.echo import Echo
 from gates.engine.audit import judge_workspace
-from gates.naming.rulefile import load_ruleset, workspace_ruleset
 from gates.naming.rules import RuleSet
 from gates.paths import resolve_inside, to_workspace_relpath
+from gates.policy.rulesets import load_ruleset, workspace_ruleset
 from gates.receipts.model import ArtifactKind, Receipt
-from gates.receipts.outputs import receipt_binding, write_checker_output
 from gates.receipts.verify import Judgement
 from gates.tensors.compare import Comparison, Selection, compare_dumps
 from gates.tensors.layout import ORDER_FILE, TENSORS_FOLDER, open_dump, tensors_root

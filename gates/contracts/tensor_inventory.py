@@ -9,7 +9,8 @@ from typing import TYPE_CHECKING, Annotated, Any
 from pydantic import BaseModel, ConfigDict, StrictBool, StringConstraints, ValidationError
 
 from gates.checkpoints.check import CheckpointReport, check_checkpoint, compare_pair
-from gates.contracts.model import Criterion, EvaluationContext, EvaluationError
+from gates.contracts.model import EvaluationContext, EvaluationError
+from gates.criteria import Criterion
 from gates.errors import ConfigError, UnsafePathError
 from gates.external import ExternalRoots, is_external, split_external
 from gates.hashing import StatCache, cache_file

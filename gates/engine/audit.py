@@ -18,18 +18,9 @@ from typing import Literal
 
 from gates import __version__, progress
 from gates.contracts import results_schema_and_provenance as results_contract
-from gates.contracts.loader import ContractFileError
-from gates.contracts.model import (
-    ContractResult,
-    ContractSpec,
-    Criterion,
-    DischargeStatus,
-    EvaluationContext,
-    EvaluationError,
-    discharge_status,
-)
+from gates.contracts.model import ContractResult, EvaluationContext, EvaluationError
 from gates.contracts.registry import FREEZE_CHECK, MODULES, evaluator
-from gates.engine.alignment import Alignment, Side, formal_alignment
+from gates.criteria import Criterion, DischargeStatus, discharge_status
 from gates.freeze.check import (
     FreezeReport,
     SourceTree,
@@ -37,9 +28,11 @@ from gates.freeze.check import (
     evaluate_freeze,
 )
 from gates.hashing import StatCache, cache_file
+from gates.policy.contract_files import ContractFileError, ContractSpec
 from gates.policy.in_force import Policy, policy_of
 from gates.policy.sides import CodeJudge, SideName, SidePaths
 from gates.policy.waivers import LoadedWaiver, today
+from gates.receipts.alignment import Alignment, Side, formal_alignment
 from gates.receipts.binding import (
     Entrypoints,
     IsolationPolicy,

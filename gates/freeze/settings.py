@@ -3,7 +3,7 @@ file is unchanged since it last passed validation.
 
 `audit_source_freeze.py` runs in every pre-push hook; importing pydantic to
 validate gates.toml would be most of its time. The first run validates with
-the full model (gates.policy.config) and keeps the few values the freeze needs in a
+the full model (gates.config) and keeps the few values the freeze needs in a
 small cache file beside the stat cache (outside the workspace), keyed on
 gates.toml's stat key (device, inode, size, mtime, ctime) and the gates
 version. Later runs read that file. A file still in the racy window is not
@@ -61,7 +61,7 @@ def find_root(start: Path) -> Path:
 
 
 def _validated(path: Path) -> FreezeSettings:
-    from gates.policy.config import load_config  # noqa: PLC0415  (pydantic: only on a cache miss)
+    from gates.config import load_config  # noqa: PLC0415  (pydantic: only on a cache miss)
 
     config = load_config(path)
     freeze = config.freeze

@@ -16,16 +16,16 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from gates import git
-from gates.contracts.loader import (
+from gates.config import CONFIG_NAME, GatesConfig, parse_config
+from gates.errors import ConfigError, GatesError
+from gates.policy.contract_files import (
     ContractFileError,
+    ContractSpec,
     is_contract_name,
     parse_contract,
     parse_contracts,
     read_folder,
 )
-from gates.contracts.model import ContractSpec
-from gates.errors import ConfigError, GatesError
-from gates.policy.config import CONFIG_NAME, GatesConfig, parse_config
 from gates.policy.waivers import WAIVER_SUFFIX, LoadedWaiver, parse_waivers
 from gates.trust.anchors import (
     NO_ANCHORS,

@@ -11,7 +11,8 @@ from __future__ import annotations
 
 import xml.etree.ElementTree as ET
 
-from gates.contracts.model import ContractResult, DischargeStatus
+from gates.contracts.model import ContractResult
+from gates.criteria import DischargeStatus
 from gates.engine.audit import AuditResult
 
 

@@ -18,8 +18,7 @@ from pathlib import Path
 import gates
 from gates.errors import GatesError
 from gates.hashing import cache_file
-from gates.training.env import RANK_VARIABLES
-from gates.training.recorder import FRAMEWORK, GIT_HEAD, MODEL_CONFIG, RUN_DIR, RUN_ID
+from gates.run_env import FRAMEWORK, GIT_HEAD, MODEL_CONFIG, RANK_VARIABLES, RUN_DIR, RUN_ID
 
 # the model config's path is seen in the sandbox only where it is committed (the
 # materialized tree sits at the workspace's path) or a declared `[sandbox] inputs` entry

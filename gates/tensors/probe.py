@@ -28,7 +28,7 @@ import numpy as np
 
 from gates.errors import GatesError
 from gates.tensors.probe_format import PROBE_FORMAT
-from gates.training.tensor_recorder import raw_tensor
+from gates.tensors.recorder import raw_tensor
 
 __all__ = ["PROBE_FORMAT", "Finding", "load_entry", "probe"]
 

@@ -14,10 +14,10 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 from gates import exitcodes
+from gates.checkers.checkpoint_output import bound_files, finish, layout_digest, output_document
 from gates.checkpoints.check import CheckpointReport, inspect_checkpoint
 from gates.checkpoints.digest import default_threads, hash_shards
 from gates.checkpoints.incomplete import changed_while_checked, stat_keys
-from gates.checkpoints.output import bound_files, finish, layout_digest, output_document
 from gates.checkpoints.ranks import (
     Exchange,
     Merged,

@@ -19,6 +19,8 @@ import socket
 from pathlib import Path
 from typing import Any
 
+from gates.run_env import RANK_VARIABLES
+
 DETERMINISM_VARIABLES = (
     "FLAGS_cudnn_deterministic",
     "FLAGS_embedding_deterministic",
@@ -31,16 +33,6 @@ DETERMINISM_VARIABLES = (
     "CUDA_LAUNCH_BLOCKING",
     "PYTHONHASHSEED",
     "OMP_NUM_THREADS",
-)
-RANK_VARIABLES = (
-    "PADDLE_TRAINER_ID",
-    "PADDLE_TRAINERS_NUM",
-    "PADDLE_CURRENT_ENDPOINT",
-    "PADDLE_TRAINER_ENDPOINTS",
-    "PADDLE_RANK_IN_NODE",
-    "PADDLE_LOCAL_SIZE",
-    "FLAGS_selected_gpus",
-    "CUDA_VISIBLE_DEVICES",
 )
 LIBRARIES = (
     "paddlepaddle",

@@ -46,13 +46,9 @@ from typing import Any
 from gates.atomic import write_text_atomic
 from gates.canonical import pretty_json
 from gates.errors import GatesError
+from gates.run_env import FRAMEWORK, GIT_HEAD, MODEL_CONFIG, RUN_DIR, RUN_ID, rank_folder
 from gates.training.env import capture
 
-RUN_DIR = "GATES_RUN_DIR"
-RUN_ID = "GATES_RUN_ID"
-GIT_HEAD = "GATES_GIT_HEAD"
-FRAMEWORK = "GATES_FRAMEWORK"  # set by `gates run --framework` (and the sandbox's launch)
-MODEL_CONFIG = "GATES_MODEL_CONFIG"  # set by `gates run --model-config`
 FRAMEWORKS = ("torch", "paddle")
 
 
@@ -96,15 +92,6 @@ def _model_config(given: str | Path | None) -> Path:
     if not path.is_file():
         raise RecorderError("model config not found", file=str(path), hint="check the path")
     return path
-
-
-def rank_folder(folder: Path) -> Path:
-    """`rank-<id>/` in a multi-rank paddle.distributed job, the folder itself otherwise."""
-    world = os.environ.get("PADDLE_TRAINERS_NUM", "1")
-    rank = os.environ.get("PADDLE_TRAINER_ID")
-    if world.isdigit() and int(world) > 1 and rank is not None:
-        return folder / f"rank-{rank}"
-    return folder
 
 
 class RunRecorder:

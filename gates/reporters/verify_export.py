@@ -19,9 +19,9 @@ from pydantic import ValidationError
 
 from gates.engine.summary import AuditSummary
 from gates.errors import GatesError
+from gates.reporters.vsa import RESULT_FIELD, VSA_PREDICATE, envelope_digest
 from gates.trust.anchors import Anchors
 from gates.trust.envelope import RECEIPT_PREDICATE, Attested, verify_envelope
-from gates.trust.vsa import RESULT_FIELD, VSA_PREDICATE, envelope_digest
 
 VSA_SIGNED = "vsa.dsse.json"
 VSA_UNSIGNED = "vsa.intoto.json"

@@ -7,12 +7,12 @@ import hashlib
 import json
 
 from gates import exitcodes
+from gates.checkers.outputs import render_figures, write_checker_output
 from gates.checkpoints.check import CheckpointReport
 from gates.checkpoints.layout import INDEX_NAME
 from gates.echo import Echo
 from gates.external import Location
 from gates.receipts.model import ArtifactKind
-from gates.receipts.outputs import render_figures, write_checker_output
 from gates.workspace import Workspace
 
 CHECK_FORMAT = "gates.checkpoint_check/v1"

@@ -6,12 +6,34 @@ import os
 import tomllib
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Annotated, Any
 
-from pydantic import ValidationError
+from pydantic import BaseModel, ConfigDict, Field, StrictBool, StringConstraints, ValidationError
 
-from gates.contracts.model import ContractSpec
 from gates.policy.waivers import WAIVER_SUFFIX
+from gates.receipts.model import ArtifactKind
 from gates.validation import first_error
+
+ContractId = Annotated[str, StringConstraints(pattern=r"^[a-z][a-z0-9_]*\.[a-z0-9][a-z0-9.-]*$")]
+
+
+class ContractSpec(BaseModel):
+    """One contract file: what is checked, whether it blocks, and how to discharge it."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    id: ContractId
+    title: Annotated[str, StringConstraints(min_length=1)]
+    check: Annotated[str, StringConstraints(pattern=r"^[a-z][a-z0-9_]*$")]
+    blocking: StrictBool = True
+    discharge: Annotated[str, StringConstraints(min_length=1)]
+    remediation: tuple[str, ...] = Field(
+        default=(), description="commands or steps that would discharge the contract"
+    )
+    evidence_kinds: tuple[ArtifactKind, ...] = ()
+    profile: dict[str, str | int | bool] = Field(default_factory=dict)
+    params: dict[str, Any] = Field(default_factory=dict)
+
 
 CONTRACT_GLOB = "*.toml"
 

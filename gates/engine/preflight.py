@@ -16,8 +16,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
-from gates.contracts.model import ContractSpec
 from gates.engine.audit import entrypoints_of, profile_difference, results_spec
+from gates.policy.contract_files import ContractSpec
 from gates.policy.in_force import policy_of
 from gates.receipts.binding import argv_matches, environment_problems
 from gates.receipts.kinds import RUN_OUTPUT_KINDS, Framework
