@@ -1,4 +1,4 @@
-"""What judging each side's code costs: the per-side code check (gates/sides.py) of every
+"""What judging each side's code costs: the per-side code check (gates/policy/sides.py) of every
 receipt against the warm judging of the same workspace it is part of.
 
 Builds a repository of --files source files and --receipts receipts (one small subject

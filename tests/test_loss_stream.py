@@ -1,4 +1,4 @@
-"""The streamed loss reader (gates/losses.py) against the whole-document strict reader.
+"""The streamed loss reader (gates/losses/series.py) against the whole-document strict reader.
 
 The reader converts the `losses` array block by block and checks the rest of
 the document as a skeleton at the end. Differential fuzzing here holds it to

@@ -140,7 +140,8 @@ def pattern_for(old: str) -> re.Pattern[str]:
         if package_dir.is_dir()
         else set()
     )
-    guard = f"(?!\\.(?:{'|'.join(map(re.escape, children))})\\b)" if children else ""
+    names = "|".join(map(re.escape, children))
+    guard = f"(?!\\.(?:{names})\\b)(?! import (?:{names})\\b)" if children else ""
     del new
     return re.compile(rf"(?<![\w.]){re.escape(old)}(?![\w]){guard}")
 
@@ -219,6 +220,33 @@ def rewrite_text(text: str) -> str:
     return text
 
 
+def file_path(module: str, package: bool) -> str:
+    return "/".join(module.split(".")) + ("/__init__.py" if package else ".py")
+
+
+def rewrite_paths(text: str) -> str:
+    """`gates/engine.py` -> `gates/engine/audit.py` in comments and docs."""
+    for old in sorted(MOVES, key=len, reverse=True):
+        new = MOVES[old]
+        old_path = file_path(old, package=False)
+        new_path = file_path(new, package=new == old)
+        text = re.sub(rf"(?<![\w/.]){re.escape(old_path)}\b", new_path, text)
+    return text
+
+
+def rewrite_docs() -> None:
+    """The docs: file paths and module names, but never a documented import path (KEPT)."""
+    for path in [*ROOT.joinpath("docs").glob("*.md"), ROOT / "README.md"]:
+        text = path.read_text(encoding="utf-8")
+        new = rewrite_paths(text)
+        for old in sorted(MOVES, key=len, reverse=True):
+            if MOVES[old] != old and old not in KEPT:
+                new = pattern_for(old).sub(MOVES[old], new)
+        if new != text:
+            path.write_text(new, encoding="utf-8")
+            print(f"rewrote {path.relative_to(ROOT)}")
+
+
 def python_files() -> list[Path]:
     roots = [ROOT / "gates", ROOT / "tests", ROOT / "bench", ROOT / "ci"]
     files = [p for r in roots if r.exists() for p in r.rglob("*.py")]
@@ -230,7 +258,7 @@ def python_files() -> list[Path]:
 def rewrite(paths: list[Path]) -> None:
     for path in paths:
         text = path.read_text(encoding="utf-8")
-        new = rewrite_text(text)
+        new = rewrite_paths(rewrite_text(text))
         if new != text:
             path.write_text(new, encoding="utf-8")
             print(f"rewrote {path.relative_to(ROOT)}")
@@ -240,6 +268,8 @@ if __name__ == "__main__":
     command, *rest = sys.argv[1:]
     if command == "move":
         move()
+    elif command == "docs":
+        rewrite_docs()
     elif command == "rewrite":
         rewrite([Path(p).resolve() for p in rest] if rest else python_files())
     else:

@@ -241,7 +241,7 @@ def code_in_force(judgement: Judgement, code: CodeJudge) -> Judgement:
 def code_judge(
     workspace: Workspace, freeze: FreezeReport, spec: ContractSpec | None, policy: Policy
 ) -> CodeJudge:
-    """Judges each side's evidence by its side's code (gates/sides.py), with the sides'
+    """Judges each side's evidence by its side's code (gates/policy/sides.py), with the sides'
     frameworks from the results contract in force."""
     frameworks: dict[str, SideName] = {"torch": "reference", "paddle": "candidate"}
     if spec is not None:

@@ -5,7 +5,7 @@ reads the worktree state twice, so a concurrent writer is named instead of
 being silently half-seen.
 
 Git's local state is not trusted to say the worktree is clean: the tracked
-source files are compared by their bytes with HEAD's blobs (gates/worktree.py),
+source files are compared by their bytes with HEAD's blobs (gates/freeze/worktree.py),
 index entries marked assume-unchanged or skip-worktree are refused, untracked
 files are listed with only the ignore rules that are part of the tree (not
 `.git/info/exclude` nor `core.excludesFile`), and `git replace` entries for

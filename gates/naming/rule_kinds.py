@@ -1,4 +1,4 @@
-"""The kinds of naming rule, as validated data (see gates/checkpoints/rules.py for their meaning).
+"""The kinds of naming rule, as validated data (see gates/naming/rules.py for their meaning).
 
 The lowest layer of the naming rules: `aoa` builds these from AOA statements
 and `rules` applies them; neither is imported here.

@@ -2,7 +2,7 @@
 re-run: the dumps both runs left compared through the naming rules (the first divergence
 located to a named tensor), and the Paddle repeats compared at every dumped tensor.
 
-Wire-in (gates/commands/demo.py, at the end of `_rerun`, before its `_audit`):
+Wire-in (gates/commands/demo/__init__.py, at the end of `_rerun`, before its `_audit`):
 
     from gates.commands.demo.tensors_act import probe_step, tensor_step
     tensor_step(workspace, echo, PROFILE)
