@@ -612,6 +612,43 @@ def inventory_diff(
 
 
 @cli.command()
+@click.argument("run_folder", metavar="RUN")
+@click.option(
+    "--seed", help="The verifier's seed (CI passes its own; default: policy commit + now)."
+)
+@click.option("--seed-file", type=click.Path(path_type=Path), help="Read the seed from a file.")
+@click.option("--windows", type=click.IntRange(min=0), help="Sampled windows (default: policy).")
+@click.option(
+    "--window-steps", type=click.IntRange(min=1), help="Steps a window (default: policy)."
+)
+@click.option("--window", "explicit", multiple=True, metavar="FIRST:LAST", help="Also replay this.")
+@click.option("--timeout", type=float, default=600.0, show_default=True, help="Seconds a window.")
+@_FORMAT
+@pass_state
+def replay(
+    state: State,
+    run_folder: str,
+    seed: str | None,
+    seed_file: Path | None,
+    windows: int | None,
+    window_steps: int | None,
+    explicit: tuple[str, ...],
+    timeout: float,
+    output_format: str,
+) -> None:
+    """Re-execute sampled windows of a signed run and sign the bit-for-bit result."""
+    from gates.commands import replay as replay_command
+
+    request = replay_command.ReplayRequest(
+        run_folder, seed, seed_file, windows, window_steps, explicit, timeout
+    )
+    code = replay_command.replay(
+        state.workspace(), request, cwd=state.cwd(), as_json=output_format == "json", echo=_echo
+    )
+    sys.exit(code)
+
+
+@cli.command()
 @click.option(
     "--limit",
     type=click.IntRange(min=0),

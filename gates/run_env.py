@@ -12,6 +12,8 @@ RUN_ID = "GATES_RUN_ID"
 GIT_HEAD = "GATES_GIT_HEAD"
 FRAMEWORK = "GATES_FRAMEWORK"  # set by `gates run --framework` (and the sandbox's launch)
 MODEL_CONFIG = "GATES_MODEL_CONFIG"  # set by `gates run --model-config`
+#: How often the full state is saved, set by `gates run` from the policy (0: only the last).
+SAVE_EVERY = "GATES_STATE_EVERY"
 
 RANK_VARIABLES = (
     "PADDLE_TRAINER_ID",

@@ -288,9 +288,9 @@ def test_audit_json_prints_its_one_document_even_when_nothing_can_be_judged(
     assert result.code == 2
     document = json.loads(result.out)
     assert document["verdict"] == "error"
-    assert "policy ref no-such-branch" in document["error"]
+    assert "no-such-branch does not" in document["error"]
     assert document["blockers"] == [document["error"]]
-    assert "policy ref no-such-branch" in result.err
+    assert "no-such-branch does not" in result.err
 
 
 @pytest.mark.parametrize(

@@ -9,7 +9,7 @@ import sys
 
 import pytest
 
-from tests import conftest
+from tests import helpers
 from tests.helpers import RUN_ENV, Workspace, declare_entrypoints, signed_run
 from tests.lossgen import train_losses
 
@@ -40,7 +40,7 @@ def _run_with_capture(
     other = "paddle" if framework == "torch" else "torch"
     signed_run(ws.root, capsys, other, LOSSES)
     for key, value in capture.items():
-        monkeypatch.setitem(conftest.RUN_ENV, key, value)
+        monkeypatch.setitem(helpers.RUN_ENV, key, value)
     signed_run(ws.root, capsys, framework, LOSSES)
 
 
@@ -128,7 +128,7 @@ def test_a_rank_manifest_naming_another_run_is_rejected(
     declare_entrypoints(ws.root)
     script = ws.root / "trainer/train.py"
     script.write_text(script.read_text() + RANK_MANIFEST)
-    pin = conftest.commit_all(ws.repo, "a trainer that writes a rank folder")
+    pin = helpers.commit_all(ws.repo, "a trainer that writes a rank folder")
     assert ws.gates(capsys, "freeze", "pin", pin).code == 0
     signed_run(ws.root, capsys, "torch", LOSSES)
     signed_run(ws.root, capsys, "paddle", LOSSES)

@@ -1,5 +1,5 @@
 """What users import in their training scripts keeps working at the paths the docs give
-(docs/paddle.md, docs/tensors.md), wherever the modules live now."""
+(docs/paddle.md, docs/tensors.md, docs/replay.md), wherever the modules live now."""
 
 from __future__ import annotations
 
@@ -18,6 +18,7 @@ DOCUMENTED = (
     "from gates.tensors.recorder import TensorRecorder",
     "from gates.env import capture",
     "from gates.commands.checkpoint import verify_saved_checkpoint",
+    "from gates.replay.capture import capture_paddle, capture_torch",
 )
 
 
@@ -51,3 +52,5 @@ def test_the_docs_still_name_those_paths() -> None:
     assert "gates.commands.checkpoint.verify_saved_checkpoint" in paddle
     assert "gates.env.capture" in paddle
     assert "from gates.tensors.recorder import TensorRecorder" in tensors
+    replay = (REPO_ROOT / "docs" / "replay.md").read_text(encoding="utf-8")
+    assert "from gates.replay.capture import capture_paddle" in replay

@@ -130,6 +130,7 @@ def invocations(ws: Workspace, claims: Path) -> dict[str, list[str]]:
         "history": ["history"],
         "evidence": ["evidence"],
         "refresh": ["refresh", "--dry-run"],
+        "replay": ["replay", "results/paddle", "--seed", "ci"],
     }
 
 

@@ -65,6 +65,8 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("checkers",),
     ("reporters",),
     ("engine",),
+    # replayed windows: the gate the engine applies, the commitments the recorder writes
+    ("replay",),
     ("contracts",),
     ("policy",),
     # the kinds of evidence the contracts read

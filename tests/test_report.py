@@ -136,7 +136,8 @@ def test_nan_losses_are_drawn_marked_and_not_evidence(
     assert created.code == 0, created.err
     page = report(ws, capsys, tmp_path / "out")
     words = text_of(page)
-    assert "not evidence as it stands: results/paddle/loss.json: not valid JSON: NaN" in words
+    assert "not evidence as it stands: results/paddle/loss.json: $.losses[" in words
+    assert "NaN is not finite" in words
     assert 'id="candidate-loss-nan"' in page
     assert "60 NaN step(s)" in words
     assert "First diverging step: 41." in words

@@ -300,7 +300,7 @@ def test_explain_takes_the_short_id_the_status_block_shows(
     )
     ambiguous = seeded.gates(capsys, "explain", "tensor-inventory")
     assert ambiguous.code == 2
-    assert "no contract 'tensor-inventory'" in ambiguous.err
+    assert "'tensor-inventory' names more than one contract" in ambiguous.err
 
 
 def test_the_zh_block_words_statuses_classes_and_sides_in_chinese(

@@ -164,6 +164,11 @@ SYMBOL_MOVES: dict[tuple[str, str], str] = {
     ("gates.naming.rulefile", "load_ruleset"): "gates.policy.rulesets",
     ("gates.naming.rulefile", "workspace_ruleset"): "gates.policy.rulesets",
     ("gates.recorder", "RUN_DIR"): "gates.run_env",
+    ("gates.recorder", "RUN_ID"): "gates.run_env",
+    ("gates.recorder", "GIT_HEAD"): "gates.run_env",
+    ("gates.recorder", "FRAMEWORK"): "gates.run_env",
+    ("gates.recorder", "MODEL_CONFIG"): "gates.run_env",
+    ("gates.recorder", "rank_folder"): "gates.run_env",
     ("gates.training.recorder", "RUN_DIR"): "gates.run_env",
     ("gates.training.recorder", "RUN_ID"): "gates.run_env",
     ("gates.training.recorder", "GIT_HEAD"): "gates.run_env",
@@ -171,6 +176,7 @@ SYMBOL_MOVES: dict[tuple[str, str], str] = {
     ("gates.training.recorder", "MODEL_CONFIG"): "gates.run_env",
     ("gates.training.env", "RANK_VARIABLES"): "gates.run_env",
     ("gates.training.recorder", "rank_folder"): "gates.run_env",
+    ("gates.replay.commitments", "SAVE_EVERY"): "gates.run_env",
 }
 
 

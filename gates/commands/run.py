@@ -40,7 +40,17 @@ from gates.hashing import StatCache, cache_file
 from gates.paths import is_under, resolve_inside, to_workspace_relpath
 from gates.receipts.create import ReceiptRequest, create_receipt
 from gates.receipts.model import ArtifactKind, EvidenceClass, Framework, Receipt
-from gates.run_env import FRAMEWORK, GIT_HEAD, MODEL_CONFIG, RANK_VARIABLES, RUN_DIR, RUN_ID
+from gates.replay.commitments import COMMITMENTS_FILE, STATES_FOLDER
+from gates.replay.settings import policy_save_every
+from gates.run_env import (
+    FRAMEWORK,
+    GIT_HEAD,
+    MODEL_CONFIG,
+    RANK_VARIABLES,
+    RUN_DIR,
+    RUN_ID,
+    SAVE_EVERY,
+)
 from gates.sandbox import Isolation, SandboxSupport, killed_by, prepared, support
 from gates.sandbox import Request as SandboxRequest
 from gates.tensors.layout import TENSORS_FOLDER, dump_files
@@ -56,6 +66,7 @@ RUN_FILES = {
     "env.json": ArtifactKind.ENV,
     "loss.json": ArtifactKind.LOSS,
     "raw_loss.jsonl": ArtifactKind.RAW_LOSS,
+    COMMITMENTS_FILE: ArtifactKind.COMMITMENTS,
 }
 INT_KEYS = ("tp", "pp", "ep", "etp", "world")
 
@@ -180,6 +191,14 @@ def _stamps(
         dump = sorted(p.relative_to(root).as_posix() for p in dump_files(run_folder))
         if dump:  # the tensor dump of gates.tensors.recorder: one receipt over all of it
             found.append((ArtifactKind.TENSOR_DUMP, dump, f"{base}/{TENSORS_FOLDER}.receipt.json"))
+        states = sorted(
+            p.relative_to(root).as_posix()
+            for p in (run_folder / STATES_FOLDER).glob("*.safetensors")
+        )
+        if states:  # the saved training states a replay resumes from: one receipt
+            found.append(
+                (ArtifactKind.TRAINING_STATE, states, f"{base}/{STATES_FOLDER}.receipt.json")
+            )
     missing = []
     for kind, given in request.outputs:
         target = to_workspace_relpath(root, given, cwd)
@@ -526,9 +545,13 @@ def _preflight(
     return checked
 
 
-def _protocol(request: RunRequest, folder: Path, run_id: str, head: str | None) -> dict[str, str]:
+def _protocol(
+    request: RunRequest, folder: Path, run_id: str, head: str | None, save_every: int | None
+) -> dict[str, str]:
     """The run protocol's variables, the only gates variables the child sees."""
     protocol = {RUN_DIR: str(folder), RUN_ID: run_id, GIT_HEAD: head or ""}
+    if save_every is not None:  # how often the recorder saves the full training state
+        protocol[SAVE_EVERY] = str(save_every)
     protocol[FRAMEWORK] = request.framework.value if request.framework else ""
     if request.model_config is not None:
         protocol[MODEL_CONFIG] = str(request.model_config.resolve())
@@ -563,7 +586,7 @@ def run(workspace: Workspace, request: RunRequest, *, cwd: Path, echo: Echo) -> 
     if sandbox is not None:
         _outputs_inside(root, relpath, request, cwd)
     _empty_run_folder(relpath, folder, clean=request.clean)
-    protocol = _protocol(request, folder, run_id, before.head)
+    protocol = _protocol(request, folder, run_id, before.head, policy_save_every(workspace))
     preloading = signing_key.preload() if signing_key else None
     finished, isolation = _launch_either(
         workspace, request, sandbox, place=(relpath, folder, cwd), protocol=protocol, log=log

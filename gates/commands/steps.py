@@ -102,6 +102,8 @@ def render_text(
         f"formal_alignment_steps = {alignment.steps} / {alignment.required}",
         f"why: {alignment.why}",
     ]
+    if alignment.replay:
+        lines.append(alignment.replay)
     if rejected:
         lines.append(
             f"cannot stand: {len(rejected)} receipt(s) rejected ({', '.join(rejected[:5])}); "

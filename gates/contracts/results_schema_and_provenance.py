@@ -42,6 +42,15 @@ class Params(BaseModel):
     # argv prefixes (program, script inside the pinned source tree, fixed arguments)
     reference_entrypoint: tuple[str, ...] = ()
     candidate_entrypoint: tuple[str, ...] = ()
+    # Replay (docs/replay.md): formal steps count only with this many sampled windows of
+    # replay_window_steps steps replayed and matched by a signer trusted for replay.
+    # 0 (the default) requires none.
+    replay_windows: StrictInt = Field(default=0, ge=0)
+    replay_window_steps: StrictInt = Field(default=1, ge=1)
+    state_save_every: StrictInt = Field(default=10, ge=1)
+    # argv templates with {state}, {start}, {end}, {out}: how each side resumes a window
+    reference_replay: tuple[str, ...] = ()
+    candidate_replay: tuple[str, ...] = ()
 
 
 def parse_params(raw: dict[str, Any]) -> Params:

@@ -48,6 +48,8 @@ from gates.receipts.evidence import Evidence
 from gates.receipts.index import INDEX_KIND, AuditIndex
 from gates.receipts.model import RECEIPT_SUFFIX, Receipt
 from gates.receipts.verify import Judgement, JudgingContext, Status, judge
+from gates.replay.gate import gate_on_replay
+from gates.replay.windows import detection_power
 from gates.workspace import Workspace, roots_of
 
 RESULTS_CHECK = results_contract.CHECK
@@ -568,13 +570,20 @@ def alignment_for(
         return Alignment(0, 0, f"{spec.id}: {exc}")
     if evidence is None:
         evidence = contract_evidence(spec, state.receipts)
-    return formal_alignment(
+    evidence = gate_on_replay(state.workspace, evidence, state.receipts, params)
+    alignment = formal_alignment(
         state.workspace,
         evidence,
         params.required_steps,
         Side(params.reference, params.reference_framework),
         Side(params.candidate, params.candidate_framework),
     )
+    if params.replay_windows == 0:
+        return alignment
+    power = detection_power(
+        params.replay_windows, params.replay_window_steps, params.required_steps
+    )
+    return dataclasses.replace(alignment, replay=power)
 
 
 def results_spec(loaded: list[tuple[Path, ContractSpec]]) -> ContractSpec | None:

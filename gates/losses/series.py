@@ -123,7 +123,9 @@ def _reject_constant(name: str) -> float:
     raise ValueError(f"{name} is not valid JSON (NaN and Infinity are invalid losses)")
 
 
-_ELEMENT = json.JSONDecoder(parse_constant=_reject_constant, object_pairs_hook=unique_pairs)
+# the constants are read as floats here, so that _finite_number names them ("$.losses[3]:
+# NaN is not finite"): this decoder only looks for the fault in a block already refused
+_ELEMENT = json.JSONDecoder(parse_constant=float, object_pairs_hook=unique_pairs)
 
 
 def _bad_element(text: bytes, first_index: int, offset: int, source: str) -> LossFileError:

@@ -38,6 +38,7 @@ class Alignment:
     required: int
     why: str
     pairs: tuple[Pair, ...] = field(default=())
+    replay: str = ""  # the detection power of the replay the policy requires, if any
 
     @property
     def chosen(self) -> Pair | None:

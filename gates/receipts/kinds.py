@@ -18,6 +18,9 @@ class ArtifactKind(StrEnum):
     TENSOR_CHECK = "tensor_check"
     CONFIG_CHECK = "config_check"
     RUN = "run"  # the run attestation `gates run` signs: argv, times, exit status, outputs
+    COMMITMENTS = "commitments"  # per step: loss bits and the training state's digest
+    TRAINING_STATE = "training_state"  # the saved full states a replay resumes from
+    REPLAY = "replay"  # a verifier's replay of sampled windows (gates replay)
 
 
 #: What a training entrypoint writes: formal only through a signed run of its side's entrypoint.
@@ -29,8 +32,14 @@ RUN_OUTPUT_KINDS = frozenset(
         ArtifactKind.RAW_LOSS,
         ArtifactKind.CHECKPOINT,
         ArtifactKind.TENSOR_DUMP,
+        ArtifactKind.COMMITMENTS,
+        ArtifactKind.TRAINING_STATE,
     }
 )
+
+
+#: The trust-file role (beside the frameworks) of a signer whose replays count.
+REPLAY_ROLE = "replay"
 
 
 class Framework(StrEnum):

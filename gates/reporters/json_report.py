@@ -89,7 +89,7 @@ def policy_object(result: AuditResult) -> dict[str, Any]:
 
 
 def audit_object(result: AuditResult) -> dict[str, Any]:
-    return {
+    found: dict[str, Any] = {
         "verdict": result.verdict,
         "policy": policy_object(result),
         "formal_alignment_steps": result.formal_alignment_steps,
@@ -100,6 +100,9 @@ def audit_object(result: AuditResult) -> dict[str, Any]:
         "waivers": [w.to_json(result.today) for w in result.waivers],
         "receipts": [receipt_entry(j) for j in result.receipts],
     }
+    if result.alignment.replay:  # the detection power of the replay the policy requires
+        found["replay_detection_power"] = result.alignment.replay
+    return found
 
 
 def render(result: AuditResult) -> str:

@@ -309,6 +309,8 @@ def render(result: AuditResult, lang: str = "en") -> str:
         required=result.required_steps,
     )
     lines = [START, f"### {title}"]
+    if result.alignment.replay:
+        lines.append(f"`{result.alignment.replay}`")
     progress = tensor_progress(result.contracts)
     if progress is not None:
         lines.append(f"`tensor_aligned_steps = {progress.aligned} / {progress.required}`")

@@ -85,6 +85,8 @@ def render(result: AuditResult) -> str:
     lines.append(
         f"formal_alignment_steps = {result.formal_alignment_steps} / {result.required_steps}"
     )
+    if result.alignment.replay:
+        lines.append(result.alignment.replay)
     lines += policy_lines(result)
     lines += [f"waiver: {w.describe(result.today)}" for w in result.waivers]
     lines += [f"blocked by: {blocker}" for blocker in result.blockers]

@@ -18,11 +18,19 @@ from pathlib import Path
 import gates
 from gates.errors import GatesError
 from gates.hashing import cache_file
-from gates.run_env import FRAMEWORK, GIT_HEAD, MODEL_CONFIG, RANK_VARIABLES, RUN_DIR, RUN_ID
+from gates.run_env import (
+    FRAMEWORK,
+    GIT_HEAD,
+    MODEL_CONFIG,
+    RANK_VARIABLES,
+    RUN_DIR,
+    RUN_ID,
+    SAVE_EVERY,
+)
 
 # the model config's path is seen in the sandbox only where it is committed (the
 # materialized tree sits at the workspace's path) or a declared `[sandbox] inputs` entry
-PROTOCOL_VARIABLES = (RUN_DIR, RUN_ID, GIT_HEAD, FRAMEWORK, MODEL_CONFIG)
+PROTOCOL_VARIABLES = (RUN_DIR, RUN_ID, GIT_HEAD, FRAMEWORK, MODEL_CONFIG, SAVE_EVERY)
 SANDBOX_HOME = "/home/sandbox"
 SHM_BYTES = 8 * 1024**3  # the launcher's and NCCL's shared memory; tmpfs pages cost only when used
 SYSTEM_FOLDERS = ("/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32", "/sys")

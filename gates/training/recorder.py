@@ -46,6 +46,8 @@ from typing import Any
 from gates.atomic import write_text_atomic
 from gates.canonical import pretty_json
 from gates.errors import GatesError
+from gates.replay.commitments import StepCommitter
+from gates.replay.state import TrainingState
 from gates.run_env import FRAMEWORK, GIT_HEAD, MODEL_CONFIG, RUN_DIR, RUN_ID, rank_folder
 from gates.training.env import capture
 
@@ -105,6 +107,8 @@ class RunRecorder:
         model_config: str | Path | None = None,
         weights_loaded: bool = False,
         revision: str | None = None,
+        first_step: int = 1,
+        save_every: int | None = None,
     ) -> None:
         chosen = folder or os.environ.get(RUN_DIR)
         if chosen is None:
@@ -117,11 +121,18 @@ class RunRecorder:
         self.weights_loaded = weights_loaded
         self.revision = revision
         self.losses: list[float] = []
-        self.steps = 0
+        self.first_step = first_step  # a replayed window resumes after step first_step - 1
+        self.steps = first_step - 1  # the last step recorded
         self._raw = (self.folder / "raw_loss.jsonl").open("w", encoding="utf-8")
+        self._committer = StepCommitter(self.folder, self.framework, save_every)
 
-    def record(self, step: int, loss: Any) -> None:
-        """Append step ``step`` (1, 2, 3, ...) with ``float(loss)``, unrounded."""
+    def start(self, state: TrainingState) -> None:
+        """Commit the state training starts from (step 0 of a run: always saved)."""
+        self._committer.commit(self.first_step - 1, None, state)
+
+    def record(self, step: int, loss: Any, *, state: TrainingState | None = None) -> None:
+        """Append step ``step`` (1, 2, 3, ...) with ``float(loss)``, unrounded; with
+        ``state`` (the training state after the step), commit its digest (docs/replay.md)."""
         expected = self.steps + 1
         if step != expected:
             raise GatesError(
@@ -136,6 +147,8 @@ class RunRecorder:
         self._raw.write(json.dumps({"step": step, "loss": value}) + "\n")
         self._raw.flush()
         self.losses.append(value)
+        if state is not None:
+            self._committer.commit(step, value, state)
 
     def _record_non_finite(self, step: int, value: float) -> None:
         """A NaN or infinite loss: its raw line says so (loss null, never a number), and
@@ -170,6 +183,7 @@ class RunRecorder:
     def finish(self) -> None:
         """Write loss.json and env.json atomically (and receipts when used alone)."""
         self._raw.close()
+        self._committer.finish()
         series: dict[str, object] = {"losses": self.losses}
         if self.non_finite is not None:
             series["non_finite"] = self.non_finite
@@ -216,19 +230,43 @@ def _receipt_alone(folder: Path, framework: str) -> None:
 
 
 class GatesCallback:
-    """A PaddleFormers/HF Trainer callback that records the logged loss of every step."""
+    """A PaddleFormers/HF Trainer callback that records the logged loss of every step and,
+    with ``commit_state``, the training state after it (docs/replay.md): the Trainer hands
+    the model and optimizer to on_step_end, which comes before on_log."""
 
-    def __init__(self, recorder: RunRecorder) -> None:
+    def __init__(self, recorder: RunRecorder, *, commit_state: bool = False) -> None:
         self.recorder = recorder
+        self.commit_state = commit_state
+        self._state: tuple[int, TrainingState] | None = None
+
+    def _capture(self, args: Any, state: Any, kwargs: dict[str, Any]) -> TrainingState | None:
+        model, optimizer = kwargs.get("model"), kwargs.get("optimizer")
+        if not self.commit_state or model is None or optimizer is None:
+            return None
+        from gates.replay.capture import capture_paddle  # noqa: PLC0415
+
+        batches = int(state.global_step) * int(getattr(args, "gradient_accumulation_steps", 1) or 1)
+        return capture_paddle(dict(model.named_parameters()), optimizer, data_position=batches)
+
+    def on_train_begin(self, args: Any, state: Any, control: Any, **kwargs: Any) -> Any:
+        captured = self._capture(args, state, kwargs)
+        if captured is not None:  # the state training starts from: step 0, always saved
+            self.recorder.start(captured)
+        return control
 
     def on_step_end(self, args: Any, state: Any, control: Any, **kwargs: Any) -> Any:
+        captured = self._capture(args, state, kwargs)
+        if captured is not None:
+            self._state = (int(state.global_step), captured)
         return control
 
     def on_log(
         self, args: Any, state: Any, control: Any, logs: dict[str, Any] | None = None, **kwargs: Any
     ) -> Any:
         if logs and "loss" in logs:
-            self.recorder.record(int(state.global_step), logs["loss"])
+            step = int(state.global_step)
+            committed = self._state[1] if self._state and self._state[0] == step else None
+            self.recorder.record(step, logs["loss"], state=committed)
         return control
 
     def on_train_end(self, args: Any, state: Any, control: Any, **kwargs: Any) -> Any:

@@ -51,7 +51,7 @@ class SignerEntry(BaseModel):
 
     name: Text
     public_key: Text
-    frameworks: tuple[Annotated[str, StringConstraints(pattern=r"^(\*|torch|paddle)$")], ...]
+    frameworks: tuple[Annotated[str, StringConstraints(pattern=r"^(\*|torch|paddle|replay)$")], ...]
     revoked: StrictBool = False
 
 

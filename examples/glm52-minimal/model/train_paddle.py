@@ -8,13 +8,21 @@ layer builds no DSA indexer. Trains 100 SGD steps, records every loss
 unrounded through `gates.recorder.RunRecorder`, dumps the tensors of steps 1-3
 (boundary activations, gradients, optimizer state, updated parameters) through
 `gates.tensors.recorder.TensorRecorder`, and saves the loaded weights as
-safetensors in Paddle naming:
+safetensors in Paddle naming. Every step commits the training state's digest
+(parameters, optimizer, RNGs, data position, schedule; `gates.replay.capture`)
+and the full state is saved as the policy asks:
 
     gates run --framework paddle -- python model/train_paddle.py
+
+The replay protocol (docs/replay.md): resume from a saved state, run steps
+START+1..END, record them into OUT:
+
+    python model/train_paddle.py --resume STATE --start START --end END --out OUT
 """
 
 from __future__ import annotations
 
+import argparse
 import os
 import sys
 from collections.abc import Callable
@@ -30,6 +38,8 @@ from official import CONFIG, config, official_weights, tokens
 from safetensors.paddle import save_file
 
 from gates.recorder import RunRecorder
+from gates.replay.capture import capture_paddle, restore_paddle
+from gates.replay.state import load_state
 from gates.tensors.recorder import TensorRecorder
 
 DUMPED_STEPS = "1:3"
@@ -121,7 +131,17 @@ class TinyMoE(paddle.nn.Layer):
         return logits
 
 
+def arguments() -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--resume", type=Path, help="a saved training state to resume from")
+    parser.add_argument("--start", type=int, default=0, help="the step the state is after")
+    parser.add_argument("--end", type=int, help="the last step to run (default: train_steps)")
+    parser.add_argument("--out", type=Path, help="the run folder (default: GATES_RUN_DIR)")
+    return parser.parse_args()
+
+
 def main() -> int:
+    args = arguments()
     c = config()
     paddle.set_device("cpu")
     paddle.seed(c["seed"])
@@ -134,23 +154,32 @@ def main() -> int:
     ]
     optimizer = paddle.optimizer.SGD(learning_rate=c["learning_rate"], parameters=trained)
     inputs, labels = (paddle.to_tensor(array) for array in tokens())
+    start = args.start
+    if args.resume is not None:  # the replay protocol: state after step `start`
+        start = restore_paddle(load_state(args.resume, str(args.resume)), model.weights, optimizer)
+    end = c["train_steps"] if args.end is None else args.end
+    replaying = args.resume is not None
     with (
-        RunRecorder(model_config=CONFIG, weights_loaded=True) as run,
-        TensorRecorder(steps=DUMPED_STEPS) as dump,
+        RunRecorder(
+            args.out, model_config=CONFIG, weights_loaded=True, first_step=start + 1
+        ) as run,
+        TensorRecorder(args.out, steps=() if replaying else DUMPED_STEPS) as dump,
     ):
-        dump.watch(
-            optimizer=optimizer,
-            parameters={n: p for n, p in model.weights.items() if any(p is t for t in trained)},
-        )
-        model.tap = dump.activation
-        folder = run.folder / "checkpoint"
-        folder.mkdir(exist_ok=True)
-        save_file(
-            {n: paddle.to_tensor(a) for n, a in weights.items()},
-            str(folder / "model.safetensors"),
-            metadata={"format": "paddle"},
-        )
-        for step in range(1, c["train_steps"] + 1):
+        if not replaying:
+            dump.watch(
+                optimizer=optimizer,
+                parameters={n: p for n, p in model.weights.items() if any(p is t for t in trained)},
+            )
+            model.tap = dump.activation
+            folder = run.folder / "checkpoint"
+            folder.mkdir(exist_ok=True)
+            save_file(
+                {n: paddle.to_tensor(a) for n, a in weights.items()},
+                str(folder / "model.safetensors"),
+                metadata={"format": "paddle"},
+            )
+        run.start(capture_paddle(model.weights, optimizer, data_position=start))
+        for step in range(start + 1, end + 1):
             dump.start_step(step)
             logits = model(inputs)
             flat = logits.reshape([-1, logits.shape[-1]])
@@ -160,7 +189,8 @@ def main() -> int:
             optimizer.step()
             dump.record_update()
             optimizer.clear_grad()
-            run.record(step, loss)
+            state = capture_paddle(model.weights, optimizer, data_position=step)
+            run.record(step, loss, state=state)
     return 0
 
 

@@ -6,10 +6,16 @@ loss unrounded through `gates.recorder.RunRecorder(framework="torch")`, and dump
 the tensors of steps 1-3 through `gates.tensors.recorder.TensorRecorder`:
 
     gates run --framework torch -- python model/train_torch.py
+
+Every step commits the training state's digest (`gates.replay.capture`); the
+replay protocol (docs/replay.md) resumes a saved state and runs a window:
+
+    python model/train_torch.py --resume STATE --start START --end END --out OUT
 """
 
 from __future__ import annotations
 
+import argparse
 import os
 import sys
 from pathlib import Path
@@ -21,6 +27,8 @@ import torch
 from official import CONFIG, config, official_weights, tokens
 
 from gates.recorder import RunRecorder
+from gates.replay.capture import capture_torch, restore_torch
+from gates.replay.state import load_state
 from gates.tensors.recorder import TensorRecorder
 
 DUMPED_STEPS = "1:3"
@@ -30,7 +38,31 @@ def rms(x: torch.Tensor, weight: torch.Tensor) -> torch.Tensor:
     return x * torch.rsqrt((x * x).mean(dim=-1, keepdim=True) + 1e-6) * weight
 
 
+def arguments() -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--resume", type=Path, help="a saved training state to resume from")
+    parser.add_argument("--start", type=int, default=0, help="the step the state is after")
+    parser.add_argument("--end", type=int, help="the last step to run (default: train_steps)")
+    parser.add_argument("--out", type=Path, help="the run folder (default: GATES_RUN_DIR)")
+    return parser.parse_args()
+
+
+def steps(
+    args: argparse.Namespace,
+    train_steps: int,
+    weights: dict[str, torch.nn.Parameter],
+    optimizer: torch.optim.Optimizer,
+) -> tuple[int, int]:
+    """The step the run starts after (restoring the state, under the replay protocol) and
+    its last step."""
+    start = args.start
+    if args.resume is not None:
+        start = restore_torch(load_state(args.resume, str(args.resume)), weights, optimizer)
+    return start, train_steps if args.end is None else args.end
+
+
 def main() -> int:
+    args = arguments()
     c = config()
     torch.manual_seed(c["seed"])
     torch.use_deterministic_algorithms(True)
@@ -44,13 +76,25 @@ def main() -> int:
     inputs, labels = (torch.from_numpy(array) for array in tokens())
     experts = c["n_routed_experts"]
     names = {id(p): n for n, p in weights.items()}
+    start, end = steps(args, c["train_steps"], weights, optimizer)
+    replaying = args.resume is not None
     with (
-        RunRecorder(framework="torch", model_config=CONFIG, weights_loaded=True) as run,
-        TensorRecorder(framework="torch", steps=DUMPED_STEPS) as dump,
+        RunRecorder(
+            args.out,
+            framework="torch",
+            model_config=CONFIG,
+            weights_loaded=True,
+            first_step=start + 1,
+        ) as run,
+        TensorRecorder(
+            args.out, framework="torch", steps=() if replaying else DUMPED_STEPS
+        ) as dump,
     ):
-        dump.watch(optimizer=optimizer, parameters={names[id(p)]: p for p in trained})
+        if not replaying:
+            dump.watch(optimizer=optimizer, parameters={names[id(p)]: p for p in trained})
         tap = dump.activation  # module boundaries, named as HF names the modules
-        for step in range(1, c["train_steps"] + 1):
+        run.start(capture_torch(weights, optimizer, data_position=start))
+        for step in range(start + 1, end + 1):
             dump.start_step(step)
             hidden = torch.nn.functional.embedding(inputs, weights["model.embed_tokens.weight"])
             tap("model.embed_tokens", hidden)
@@ -87,7 +131,8 @@ def main() -> int:
             optimizer.step()
             dump.record_update()
             optimizer.zero_grad()
-            run.record(step, loss.item())
+            state = capture_torch(weights, optimizer, data_position=step)
+            run.record(step, loss.item(), state=state)
     return 0
 
 

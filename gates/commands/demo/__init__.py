@@ -21,6 +21,7 @@ from __future__ import annotations
 import contextlib
 import importlib.util
 import json
+import math
 import os
 import shutil
 import subprocess
@@ -36,6 +37,8 @@ from gates.commands.demo.config_act import config_step
 from gates.commands.demo.resume_act import resume_guard_step
 from gates.commands.demo.tensors_act import probe_step, tensor_step
 from gates.commands.freeze import pin as pin_command
+from gates.commands.replay import ReplayRequest
+from gates.commands.replay import replay as replay_command
 from gates.commands.run import RunRequest
 from gates.commands.run import run as run_command
 from gates.commands.steps import render_text as render_steps
@@ -43,6 +46,7 @@ from gates.echo import Echo
 from gates.engine.audit import run_audit
 from gates.receipts.create import ReceiptRequest, create_receipt
 from gates.receipts.model import ArtifactKind, EvidenceClass, Framework
+from gates.replay.commitments import loss_bits
 from gates.reporters import REPORTERS
 from gates.resources import example_dir
 from gates.workspace import Workspace, open_workspace
@@ -161,6 +165,72 @@ def _run(
             echo(f"    {line}")
 
 
+def _replay(workspace: Workspace, echo: Echo) -> None:
+    """A verifier re-executes two windows of the signed Paddle run, drawn from its seed."""
+    lines: list[str] = []
+    request = ReplayRequest("results/paddle", seed="demo-ci-4711", windows=2, window_steps=1)
+    code = replay_command(workspace, request, cwd=workspace.root, as_json=True, echo=lines.append)
+    report = json.loads(lines[-1])
+    windows = ", ".join(
+        f"step {w['first']} (from the state after {w['resumed_from']}): {w['result']}"
+        for w in report["windows"]
+    )
+    echo(f"  gates replay results/paddle --seed demo-ci-4711: exit {code}; {windows}")
+    echo(f"  {report['detection_power']}")
+    _forged_replay(workspace, echo)
+
+
+FORGED = "experiments/forged-run"
+
+
+def _forged_replay(workspace: Workspace, echo: Echo) -> None:
+    """The red-team route with the stolen key: the Paddle run's loss at step 43 edited by
+    one bit (in loss.json, raw_loss.jsonl and the commitments alike) and signed again as a
+    run of the declared entrypoint. Every signature checks; a window over step 43 does not."""
+    root = workspace.root
+    shutil.copytree(root / "results/paddle", root / FORGED)
+    for name in ("replay.json", "replay.receipt.json"):
+        (root / FORGED / name).unlink(missing_ok=True)
+    commitments = json.loads((root / FORGED / "commitments.json").read_text())
+    forged = math.nextafter(commitments["steps"][43]["loss"], math.inf)
+    commitments["steps"][43].update(loss=forged, loss_bits=loss_bits(forged))
+    (root / FORGED / "commitments.json").write_text(json.dumps(commitments) + "\n")
+    losses = json.loads((root / FORGED / "loss.json").read_text())["losses"]
+    losses[42] = forged
+    (root / FORGED / "loss.json").write_text(json.dumps({"losses": losses}) + "\n")
+    (root / FORGED / "raw_loss.jsonl").write_text(
+        "".join(json.dumps({"step": i, "loss": v}) + "\n" for i, v in enumerate(losses, 1))
+    )
+    run = json.loads((root / "results/paddle/run.receipt.json").read_text())
+    outputs = tuple(FORGED + s["path"].removeprefix("results/paddle") for s in run["subjects"])
+    create_receipt(
+        workspace,
+        ReceiptRequest(
+            kind=ArtifactKind.RUN,
+            subjects=outputs,
+            framework=Framework.PADDLE,
+            profile=PROFILE,
+            command=tuple(run["provenance"]["command"]),
+            output=f"{FORGED}/run.receipt.json",
+            overwrite=True,
+            run={
+                k: run["provenance"]["run"][k]
+                for k in ("cwd", "startedAt", "endedAt", "exitStatus", "signal")
+            },
+        ),
+    )
+    lines: list[str] = []
+    request = ReplayRequest(FORGED, seed="demo-ci-4711", windows=0, explicit=("42:44",))
+    code = replay_command(workspace, request, cwd=root, as_json=True, echo=lines.append)
+    window = json.loads(lines[-1])["windows"][0]
+    echo(
+        f"  forged and signed with the stolen key: {FORGED} (step 43's loss one bit up); "
+        f"gates replay --window 42:44: exit {code}, {window['result']} at step "
+        f"{window['mismatch']['step']}: {window['mismatch']['what']}"
+    )
+    shutil.rmtree(root / FORGED)
+
+
 def _audit(workspace: Workspace, echo: Echo) -> None:
     result = run_audit(workspace)
     echo(REPORTERS["text"](result))
@@ -229,6 +299,7 @@ def _rerun(workspace: Workspace, echo: Echo) -> None:
             status = f"{run.status.value} ({run.reason})" if run else "missing"
             echo(f"  {side} is not installed here: its recorded run, signed where it ran: {status}")
     if _can_run("paddle"):
+        _replay(workspace, echo)
         for repeat in (1, 2, 3):
             _run(workspace, "paddle", f"{REPEATS}/repeat-{repeat}", echo, outputs=False)
     else:
@@ -291,7 +362,8 @@ def _trust_demo_key(folder: Path) -> dict[str, str]:
     (keys / "demo.key").chmod(0o600)
     trust = keys / "trust.toml"
     trust.write_text(
-        '[[signers]]\nname = "demo"\npublic_key = "demo.pub"\nframeworks = ["torch", "paddle"]\n'
+        '[[signers]]\nname = "demo"\npublic_key = "demo.pub"\n'
+        'frameworks = ["torch", "paddle", "replay"]\n'
     )
     return {
         "GATES_SIGNING_KEY": str(keys / "demo.key"),
@@ -323,7 +395,7 @@ def demo(*, keep: bool, echo: Echo) -> int:
         with _environment(_trust_demo_key(folder)):
             echo(f"== the glm52-minimal example, as a git repository in {root}")
             echo(
-                f"   policy in force: {POLICY_REF}; demo key trusted for torch and paddle "
+                f"   policy in force: {POLICY_REF}; demo key trusted for torch, paddle and replay "
                 f"({json.dumps('keys/trust.toml')}, outside the repository)"
             )
             workspace = _state_of_the_pr(root, echo)

@@ -1,0 +1,75 @@
+"""The replay report (`<run>/replay.json`, bound and signed by the replay attestation) and
+the audit's judgement of it: formal steps count only with the replay the policy asks for."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Annotated, Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from gates.replay.execute import WindowResult
+from gates.replay.windows import SEED_SOURCES, sample_windows
+
+REPLAY_FILE = "replay.json"
+REPLAY_FORMAT = "gates.replay/v1"
+
+
+class ReplayReport(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    format: Literal["gates.replay/v1"]
+    run: str  # the run folder
+    framework: str
+    run_attestation: str  # the run receipt's id
+    commitments_sha256: str
+    total_steps: Annotated[int, Field(ge=0)]
+    seed: str
+    seed_source: Literal["ci", "policy+time"]
+    policy_commit: str | None
+    replayed_at: str
+    sampled: Annotated[int, Field(ge=0)]  # how many windows were drawn from the seed
+    window_steps: Annotated[int, Field(ge=1)]
+    windows: tuple[WindowResult, ...]
+    result: Literal["match", "mismatch", "error"]
+    environment: dict[str, Any]
+
+
+def read_report(path: Path) -> ReplayReport | str:
+    try:
+        return ReplayReport.model_validate_json(path.read_bytes())
+    except OSError as exc:
+        return f"cannot read: {exc.strerror}"
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        return f"{'.'.join(str(p) for p in first['loc'])}: {first['msg']}"
+
+
+def report_problem(
+    report: ReplayReport, *, required: int, width: int, run_id: str, commitments_sha256: str
+) -> str | None:
+    """Why a (signed, trusted) replay report does not discharge the policy's replay."""
+    if report.run_attestation != run_id or report.commitments_sha256 != commitments_sha256:
+        return "replays another run (its run attestation or commitments differ)"
+    if report.seed_source not in SEED_SOURCES:
+        return f"seed source {report.seed_source} is not the verifier's"
+    if report.window_steps != width or report.sampled < required:
+        return (
+            f"replayed {report.sampled} sampled window(s) of {report.window_steps} step(s); "
+            f"the policy requires {required} of {width}"
+        )
+    drawn = sample_windows(report.seed, report.total_steps, report.sampled, width)
+    sampled = [(w.first, w.last) for w in report.windows[: report.sampled]]
+    if sampled != [(w.first, w.last) for w in drawn]:
+        return "its windows are not the ones its seed draws"
+    failed = [w for w in report.windows if w.result != "match"]
+    if failed or report.result != "match":
+        first = failed[0] if failed else None
+        where = f" (window {first.first}-{first.last}: {first.result})" if first else ""
+        return f"replay result {report.result}{where}"
+    return None
+
+
+def report_json(report: ReplayReport) -> str:
+    return json.dumps(report.model_dump(mode="json"), indent=2, sort_keys=True) + "\n"
