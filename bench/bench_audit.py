@@ -26,7 +26,7 @@ from common import median_seconds, report
 
 from gates.canonical import pretty_json
 from gates.commands.init import init
-from gates.freeze import evaluate_freeze
+from gates.freeze.check import evaluate_freeze
 from gates.hashing import cache_file, sha256_file
 from gates.receipts.create import ReceiptRequest, build_document
 from gates.receipts.model import ArtifactKind, Framework

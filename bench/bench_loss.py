@@ -29,9 +29,9 @@ from pathlib import Path
 
 from common import median_seconds, report
 
-from gates.checks.loss import compare_losses
 from gates.commands.init import init
-from gates.losses import read_losses
+from gates.losses.compare import compare_losses
+from gates.losses.series import read_losses
 
 REPO = Path(__file__).resolve().parent.parent
 ENV = {

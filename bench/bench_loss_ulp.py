@@ -16,8 +16,8 @@ from array import array
 import numpy as np
 from common import OUT, median_seconds, report
 
-from gates.checks.loss import _as_float32, _int32_bits, compare_losses
-from gates.losses import LossSeries
+from gates.losses.compare import _as_float32, _int32_bits, compare_losses
+from gates.losses.series import LossSeries
 
 
 def main() -> None:

@@ -32,8 +32,8 @@ from glm52_keyset import load_config, reference_keyset
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
-from gates.audit_summary import AuditSummary, PolicyRef  # noqa: E402
-from gates.history import record  # noqa: E402
+from gates.engine.summary import AuditSummary, PolicyRef  # noqa: E402
+from gates.reporters.history import record  # noqa: E402
 from gates.trust.keys import load_key, new_key, public_pem  # noqa: E402
 from tests.tensorgen import write_dump  # noqa: E402
 

@@ -1,4 +1,4 @@
-"""What judging each side's code costs: the per-side code check (gates/sides.py) of every
+"""What judging each side's code costs: the per-side code check (gates/policy/sides.py) of every
 receipt against the warm judging of the same workspace it is part of.
 
 Builds a repository of --files source files and --receipts receipts (one small subject
@@ -21,8 +21,8 @@ from pathlib import Path
 from bench_audit import build_receipts, build_repository
 from common import OUT, median_seconds, report
 
-from gates.engine import code_judge, judge_workspace, results_spec
-from gates.policy import policy_of
+from gates.engine.audit import code_judge, judge_workspace, results_spec
+from gates.policy.in_force import policy_of
 from gates.workspace import open_workspace
 
 

@@ -29,8 +29,8 @@ from pathlib import Path
 import numpy as np
 from common import OUT, median_seconds, report
 
-from gates.checkpoints.header import read_header
-from gates.checkpoints.rules import RuleSet
+from gates.naming.rules import RuleSet
+from gates.safetensors.header import read_header
 from gates.tensors.compare import Selection, compare_dumps
 from gates.tensors.layout import open_dump
 from gates.tensors.writer import RawTensor, write_step

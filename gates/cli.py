@@ -15,8 +15,8 @@ import click
 
 from gates import __version__, exitcodes
 from gates.errors import GatesError
-from gates.formats import FORMATS
 from gates.receipts.kinds import ArtifactKind, EvidenceClass, Framework
+from gates.reporters.formats import FORMATS
 from gates.workspace import Workspace, open_workspace
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -32,7 +32,7 @@ class State:
 
     def workspace(self) -> Workspace:
         """The workspace under the policy in force (its settings; the worktree's pin)."""
-        from gates.policy import govern
+        from gates.policy.in_force import govern
 
         governed, _ = govern(
             open_workspace(self.directory), ref_option=self.policy_ref, trust=self.trust
@@ -132,7 +132,7 @@ def freeze() -> None:
 def _output(default: str) -> Callable[[F], F]:
     """-o/--output: where a checker's receipt goes; its output file goes beside it; plus
     --no-receipt (a throwaway check) and --force (replace even by a downgrade)."""
-    from gates.commands.checker_options import checker_options
+    from gates.cli_options import checker_options
 
     return checker_options(default)
 

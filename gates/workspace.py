@@ -7,13 +7,13 @@ from pathlib import Path
 
 from gates.config import CONFIG_NAME, GatesConfig, load_config
 from gates.external import ExternalRoots
-from gates.freeze_settings import find_root
+from gates.freeze.settings import find_root
 
 
 @dataclass(frozen=True)
 class Workspace:
     """The repository root and its settings (under a policy ref, the settings in force:
-    see gates.policy.GovernedWorkspace)."""
+    see gates.policy.in_force.GovernedWorkspace)."""
 
     root: Path
     config: GatesConfig

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 from jsonschema import Draft202012Validator
 
-from gates.artifacts import artifact_problem, schema_errors
+from gates.receipts.artifacts import artifact_problem, schema_errors
 from gates.receipts.model import ArtifactKind
 from gates.resources import schema, schemas_dir
 

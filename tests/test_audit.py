@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from gates.contracts.model import Criterion, DischargeStatus, discharge_status
-from gates.engine import run_audit
+from gates.criteria import Criterion, DischargeStatus, discharge_status
+from gates.engine.audit import run_audit
 from gates.reporters import REPORTERS
 from gates.workspace import open_workspace
 from tests.helpers import Workspace, write
@@ -340,7 +340,7 @@ def test_concurrent_writer_during_audit_blocks(ws: Workspace) -> None:
 
 
 def test_the_cli_format_names_are_the_reporters() -> None:
-    from gates.formats import FORMATS  # noqa: PLC0415
+    from gates.reporters.formats import FORMATS  # noqa: PLC0415
 
     assert set(FORMATS) == set(REPORTERS)
 

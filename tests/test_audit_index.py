@@ -10,10 +10,10 @@ from pathlib import Path
 
 import pytest
 
-import gates.engine
+import gates.engine.audit
 import gates.workspace
-from gates.audit_index import INDEX_KIND
 from gates.hashing import cache_file
+from gates.receipts.index import INDEX_KIND
 from tests.helpers import Workspace, declare_entrypoints, signed_run, write
 
 SUBJECTS = ["results/torch/loss.json", "results/paddle/loss.json", "outputs/extra/loss.json"]
@@ -62,13 +62,13 @@ def index_file(ws: Workspace) -> Path:
 def judged(monkeypatch: pytest.MonkeyPatch) -> list[str]:
     """The receipts the engine reads and judges from their files (not from the index)."""
     calls: list[str] = []
-    real = gates.engine.judge
+    real = gates.engine.audit.judge
 
     def counting(context: object, relpath: str) -> object:
         calls.append(relpath)
         return real(context, relpath)  # type: ignore[arg-type]
 
-    monkeypatch.setattr(gates.engine, "judge", counting)
+    monkeypatch.setattr(gates.engine.audit, "judge", counting)
     return calls
 
 
@@ -182,10 +182,10 @@ def test_no_index_when_caching_is_off(
 def test_a_kept_judgement_rebuilds_the_validated_receipt(
     evidence: Workspace, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    from gates.audit_index import judgement_from_data, judgement_to_data  # noqa: PLC0415
+    from gates.receipts.index import judgement_from_data, judgement_to_data  # noqa: PLC0415
     from gates.receipts.model import Receipt  # noqa: PLC0415
 
-    run = gates.engine.judge_workspace(gates.workspace.open_workspace(evidence.root))
+    run = gates.engine.audit.judge_workspace(gates.workspace.open_workspace(evidence.root))
     for judgement in run.receipts:
         data = judgement_to_data(judgement)
         assert data is not None and judgement.receipt is not None

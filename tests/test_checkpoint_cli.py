@@ -318,7 +318,7 @@ def test_an_unchanged_checkpoint_is_never_read_again(
     real = gates.checkpoints.digest.stream_content_digest
 
     def counting(
-        fd: int, data_start: int, entry: gates.checkpoints.header.TensorEntry, *more: object
+        fd: int, data_start: int, entry: gates.safetensors.header.TensorEntry, *more: object
     ) -> str:
         reads.append(entry.name)
         return real(fd, data_start, entry, *more)

@@ -9,7 +9,7 @@ from pathlib import Path
 import git
 import pytest
 
-from gates.commands.demo_config import CLASS_FILE, config_step
+from gates.commands.demo.config_act import CLASS_FILE, config_step
 from tests.helpers import REPO_ROOT, commit_all, run_gates
 
 

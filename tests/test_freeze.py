@@ -11,7 +11,7 @@ import pytest
 
 import audit_source_freeze
 from gates.config import parse_config
-from gates.freeze import evaluate_freeze
+from gates.freeze.check import evaluate_freeze
 from tests.helpers import REPO_ROOT, Workspace, commit_all, make_repo, run_script, write
 
 

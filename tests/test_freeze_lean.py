@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 import os
 
-from gates.freeze_settings import SETTINGS_KIND
+from gates.freeze.settings import SETTINGS_KIND
 from gates.hashing import cache_file
 from tests.helpers import REPO_ROOT, Workspace, run_script
 

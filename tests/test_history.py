@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from gates.audit_summary import AuditSummary, ContractStatus, PolicyRef
-from gates.history import NOTES_REF, record
+from gates.engine.summary import AuditSummary, ContractStatus, PolicyRef
+from gates.reporters.history import NOTES_REF, record
 from gates.trust.envelope import STATEMENT_TYPE, sign_statement
 from gates.trust.keys import load_key
 from tests.helpers import (

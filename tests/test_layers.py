@@ -1,5 +1,6 @@
-"""The house rules: imports inside `gates` only point down (no cycle, not even through a
-function-level or type-checking import), and the docs stand alone."""
+"""The house rules: imports inside `gates` only point down, from a stage to the stages
+below it (docs/architecture.md), with no cycle between modules or between stages, not even
+through a function-level or type-checking import; and the docs stand alone."""
 
 from __future__ import annotations
 
@@ -55,11 +56,106 @@ def find_cycle(graph: dict[str, set[str]]) -> list[str] | None:
     return None
 
 
+#: The stages of the pipeline, top first: a module may import its own stage and the stages
+#: of later rows, never an earlier row. A stage is a folder of gates/ or a module at its top.
+LAYERS: tuple[tuple[str, ...], ...] = (
+    ("__main__", "cli", "cli_options", "commands"),
+    # the trainer API, and the documented import paths that re-export it
+    ("training", "recorder", "env"),
+    ("checkers",),
+    ("reporters",),
+    ("engine",),
+    # replayed windows: the gate the engine applies, the commitments the recorder writes
+    ("replay",),
+    ("contracts",),
+    ("policy",),
+    # the kinds of evidence the contracts read
+    ("checkpoints", "configsem", "tensors"),
+    ("sandbox",),
+    ("receipts",),
+    ("trust",),
+    ("workspace",),
+    ("freeze",),
+    ("losses", "naming", "safetensors"),
+    # the bottom: plain values, files, git
+    (
+        "config",
+        "external",
+        "criteria",
+        "run_env",
+        "echo",
+        "progress",
+        "resources",
+        "git",
+        "hashing",
+        "atomic",
+        "canonical",
+        "errors",
+        "paths",
+        "exitcodes",
+        "validation",
+        "gates",
+    ),
+)
+
+
+def stage_of(module: str) -> str:
+    """`gates.engine.audit` -> `engine`, `gates.git` -> `git`, `gates` -> `gates`."""
+    parts = module.split(".")
+    return parts[1] if len(parts) > 1 else parts[0]
+
+
+def stage_graph(graph: dict[str, set[str]]) -> dict[str, set[str]]:
+    stages: dict[str, set[str]] = {}
+    for module, targets in graph.items():
+        own = stage_of(module)
+        stages.setdefault(own, set()).update(stage_of(t) for t in targets if stage_of(t) != own)
+    return stages
+
+
+def upward_imports(graph: dict[str, set[str]], layers: tuple[tuple[str, ...], ...]) -> list[str]:
+    """Every import of a module from a stage above its own, and every stage with no row."""
+    row = {stage: index for index, names in enumerate(layers) for stage in names}
+    problems = [f"{stage}: no row in LAYERS" for stage in stage_graph(graph) if stage not in row]
+    for module, targets in sorted(graph.items()):
+        for target in sorted(targets):
+            own, other = stage_of(module), stage_of(target)
+            if own in row and other in row and row[other] < row[own]:
+                problems.append(f"{module} imports {target}: {other} is above {own}")
+    return problems
+
+
+def test_a_stage_imports_only_stages_below_it() -> None:
+    assert upward_imports(import_graph(), LAYERS) == []
+
+
+def test_the_stages_have_no_cycle() -> None:
+    stages = stage_graph(import_graph())
+    assert {"engine", "receipts", "policy", "contracts", "naming"} <= set(stages)
+    cycle = find_cycle(stages)
+    assert cycle is None, " -> ".join(cycle or [])
+
+
+def test_an_import_that_runs_back_up_is_named() -> None:
+    graph = {
+        "gates.naming.rulefile": {"gates.policy.in_force", "gates.errors"},
+        "gates.policy.in_force": {"gates.naming.rulefile"},
+        "gates.errors": set(),
+        "gates.newstage.x": set(),
+    }
+    layers = (("policy",), ("naming",), ("errors",))
+    assert upward_imports(graph, layers) == [
+        "newstage: no row in LAYERS",
+        "gates.naming.rulefile imports gates.policy.in_force: policy is above naming",
+    ]
+    assert find_cycle(stage_graph(graph)) == ["naming", "policy", "naming"]
+
+
 def test_the_import_graph_has_no_cycle() -> None:
     graph = import_graph()
-    assert "gates.alignment" in graph
-    assert "gates.contracts.model" not in graph["gates.alignment"]
-    assert "gates.checkpoints.rules" not in graph["gates.checkpoints.aoa"]
+    assert "gates.receipts.alignment" in graph
+    assert "gates.contracts.model" not in graph["gates.receipts.alignment"]
+    assert "gates.naming.rules" not in graph["gates.naming.aoa"]
     cycle = find_cycle(graph)
     assert cycle is None, " -> ".join(cycle or [])
 

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-import gates.losses
+import gates.losses.series
 from tests.helpers import Workspace, declare_entrypoints, signed_run, write
 from tests.lossgen import train_losses, write_loss_json, write_raw_loss
 
@@ -277,13 +277,13 @@ def test_a_million_steps_parsed_once_per_file(
     losses = [value + step for step in range(1000) for value in base]
     pair(ws, losses, losses)
     calls: list[str] = []
-    real = gates.losses.parse_losses
+    real = gates.losses.series.parse_losses
 
-    def counting(data: bytes, source: str) -> gates.losses.LossSeries:
+    def counting(data: bytes, source: str) -> gates.losses.series.LossSeries:
         calls.append(source)
         return real(data, source)
 
-    monkeypatch.setattr(gates.losses, "parse_losses", counting)
+    monkeypatch.setattr(gates.losses.series, "parse_losses", counting)
     code, figures, _ = check(ws, capsys, REF, CAND, "--required-steps", "1000000", "--bit-exact")
     assert code == 0
     assert figures["consistent_steps"] == 1_000_000

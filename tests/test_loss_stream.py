@@ -1,4 +1,4 @@
-"""The streamed loss reader (gates/losses.py) against the whole-document strict reader.
+"""The streamed loss reader (gates/losses/series.py) against the whole-document strict reader.
 
 The reader converts the `losses` array block by block and checks the rest of
 the document as a skeleton at the end. Differential fuzzing here holds it to
@@ -22,9 +22,9 @@ from pathlib import Path
 
 import pytest
 
-import gates.losses
+import gates.losses.series
 from gates.canonical import strict_loads
-from gates.losses import LossFileError, parse_losses
+from gates.losses.series import LossFileError, parse_losses
 from tests.helpers import REPO_ROOT, Workspace, write
 from tests.lossgen import train_losses, write_loss_json
 
@@ -110,7 +110,7 @@ def bits(values: list[float] | array[float]) -> bytes:
 def test_streamed_reader_agrees_with_the_strict_reader(
     block: int, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(gates.losses, "BLOCK", block)
+    monkeypatch.setattr(gates.losses.series, "BLOCK", block)
     rng = random.Random(block)  # noqa: S311 - reproducible test inputs
     seen = {"valid": 0, "bad element": 0, "invalid": 0}
     for _ in range(1500):
@@ -128,7 +128,7 @@ def test_streamed_reader_agrees_with_the_strict_reader(
             continue
         assert expected is not None and expected[1] is None, data
         assert bits(series.values) == bits(expected[0]), data
-        assert series.rounded == gates.losses.looks_rounded(array("d", expected[0]))
+        assert series.rounded == gates.losses.series.looks_rounded(array("d", expected[0]))
         seen["valid"] += 1
     assert min(seen.values()) > 50, seen  # every kind of input was exercised
 
@@ -136,7 +136,7 @@ def test_streamed_reader_agrees_with_the_strict_reader(
 def test_a_bad_element_in_a_later_block_is_named_by_its_json_path(
     ws: Workspace, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(gates.losses, "BLOCK", 64)
+    monkeypatch.setattr(gates.losses.series, "BLOCK", 64)
     losses = json.dumps(train_losses(60))[1:-1].split(", ")
     losses[40] = '"0.5"'
     write_loss_json(ws.root / REF, train_losses(60))
@@ -187,8 +187,8 @@ def test_other_keys_around_the_losses_are_read_in_the_same_pass(
 MEASURE = """
 import sys
 from pathlib import Path
-from gates.losses import read_losses
-from gates.checks.loss import compare_losses
+from gates.losses.series import read_losses
+from gates.losses.compare import compare_losses
 def peak():
     lines = Path("/proc/self/status").read_text().splitlines()
     return next(int(l.split()[1]) * 1024 for l in lines if l.startswith("VmHWM:"))

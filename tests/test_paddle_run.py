@@ -241,7 +241,7 @@ def test_each_rank_records_its_own_folder_and_the_ranks_must_agree(paddle_ws: Wo
         "results/paddle/rank-1/env.json",
         json.dumps({**env, "model_config_sha256": "0" * 64}),
     )
-    from gates.recorder import aggregate_ranks  # noqa: PLC0415
+    from gates.training.recorder import aggregate_ranks  # noqa: PLC0415
 
     _, problems = aggregate_ranks(paddle_ws.root / "results/paddle")
     assert problems == [
@@ -252,7 +252,7 @@ def test_each_rank_records_its_own_folder_and_the_ranks_must_agree(paddle_ws: Wo
 def test_environment_capture_without_paddle() -> None:
     code = (
         "import sys, json; sys.modules['paddle'] = None\n"
-        "from gates.env import capture; print(json.dumps(capture()))"
+        "from gates.training.env import capture; print(json.dumps(capture()))"
     )
     done = run_script("-c", code)
     assert done.code == 0, done.err
@@ -262,7 +262,7 @@ def test_environment_capture_without_paddle() -> None:
 
 
 def test_environment_records_determinism_settings(monkeypatch: pytest.MonkeyPatch) -> None:
-    from gates.env import capture  # noqa: PLC0415
+    from gates.training.env import capture  # noqa: PLC0415
 
     monkeypatch.setenv("NCCL_ALGO", "Ring")
     monkeypatch.setenv("PADDLE_TRAINERS_NUM", "4")
@@ -283,7 +283,7 @@ def test_trainer_callback_records_each_logged_step(
 
     import paddle  # noqa: PLC0415
 
-    from gates.recorder import GatesCallback, RunRecorder  # noqa: PLC0415
+    from gates.training.recorder import GatesCallback, RunRecorder  # noqa: PLC0415
 
     callback = GatesCallback(
         RunRecorder(

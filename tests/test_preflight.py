@@ -24,10 +24,10 @@ from tests.lossgen import train_losses
 
 LOSSES = json.dumps(train_losses(5))
 
-#: A training entrypoint that records through gates.recorder.RunRecorder, as docs/paddle.md
+#: A training entrypoint that records through gates.training.recorder.RunRecorder, as docs/paddle.md
 #: shows: `python recorder/train.py KWARGS_JSON LOSSES_JSON`.
 RECORDER_SCRIPT = """import json, sys
-from gates.recorder import RunRecorder
+from gates.training.recorder import RunRecorder
 
 kwargs, losses = json.loads(sys.argv[1]), json.loads(sys.argv[2])
 with RunRecorder(**kwargs) as run:

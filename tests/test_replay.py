@@ -18,13 +18,13 @@ import numpy as np
 import paddle
 import pytest
 
-from gates.artifacts import schema_errors
+from gates.receipts.artifacts import schema_errors
 from gates.receipts.model import ArtifactKind
-from gates.recorder import GatesCallback, RunRecorder
 from gates.replay.commitments import loss_bits
 from gates.replay.state import load_state, save_state
 from gates.replay.windows import sample_windows
 from gates.sandbox.materialize import materialize
+from gates.training.recorder import GatesCallback, RunRecorder
 from gates.workspace import open_workspace
 from tests.helpers import (
     CPU_PROFILE,

@@ -17,7 +17,7 @@ import pytest
 from safetensors import safe_open
 from safetensors.numpy import save_file
 
-from gates.checkpoints.header import DTYPE_BITS, HeaderError, read_header
+from gates.safetensors.header import DTYPE_BITS, HeaderError, read_header
 
 Writer = Callable[[Path], None]
 

@@ -14,9 +14,9 @@ from pathlib import Path
 
 import pytest
 
-from gates.audit_index import INDEX_KIND
+from gates.freeze.worktree import BLOB_TABLE
 from gates.hashing import cache_file
-from gates.worktree import BLOB_TABLE
+from gates.receipts.index import INDEX_KIND
 from tests.helpers import (
     CPU_PROFILE,
     RUN_ENV,

@@ -11,7 +11,7 @@ import git
 import pytest
 
 from gates.commands.demo import PROFILE
-from gates.commands.demo_tensors import probe_step, tensor_step
+from gates.commands.demo.tensors_act import probe_step, tensor_step
 from gates.workspace import open_workspace
 from tests.helpers import REPO_ROOT, commit_all, make_repo, run_gates, write
 

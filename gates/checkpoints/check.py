@@ -14,9 +14,9 @@ from gates.checkpoints.digest import checkpoint_digest, default_threads, hash_sh
 from gates.checkpoints.hygiene import Finding, hygiene
 from gates.checkpoints.incomplete import changed_while_checked, incomplete_findings, stat_keys
 from gates.checkpoints.layout import Checkpoint, load_checkpoint
-from gates.checkpoints.rules import RuleSet
 from gates.checkpoints.survey import Survey, survey
 from gates.hashing import StatCache
+from gates.naming.rules import RuleSet
 
 if TYPE_CHECKING:
     from gates.checkpoints.content import ContentComparison

@@ -16,11 +16,11 @@ from dataclasses import dataclass
 import numpy as np
 
 from gates.checkpoints.digest import checkpoint_digest, content_digest_of_bytes
-from gates.checkpoints.header import DTYPE_BITS
 from gates.checkpoints.layout import Checkpoint
-from gates.checkpoints.rule_kinds import RuleError
-from gates.checkpoints.rules import Node
 from gates.checkpoints.survey import Survey
+from gates.naming.rule_kinds import RuleError
+from gates.naming.rules import Node
+from gates.safetensors.header import DTYPE_BITS
 
 _RAW = {8: "<u1", 16: "<u2", 32: "<u4", 64: "<u8"}
 

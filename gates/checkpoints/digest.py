@@ -32,9 +32,9 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 from gates import progress
-from gates.checkpoints.header import TensorEntry
 from gates.checkpoints.layout import Checkpoint
 from gates.hashing import StatCache
+from gates.safetensors.header import TensorEntry
 
 READ_CHUNK = 16 * 1024 * 1024
 DIGEST_TAG = b"gates.checkpoint/v1\n"

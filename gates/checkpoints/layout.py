@@ -23,9 +23,9 @@ from itertools import repeat
 from pathlib import Path
 from typing import Any, NamedTuple
 
-from gates.checkpoints.header import Header, HeaderError, TensorEntry, read_header
 from gates.errors import UnsafePathError
 from gates.paths import check_relpath, resolve_inside
+from gates.safetensors.header import Header, HeaderError, TensorEntry, read_header
 
 INDEX_NAME = "model.safetensors.index.json"
 SHARD_SUFFIX = ".safetensors"

@@ -15,9 +15,9 @@ from __future__ import annotations
 from collections import Counter
 from dataclasses import dataclass, field
 
-from gates.checkpoints.config_placeholders import resolve
 from gates.checkpoints.layout import Checkpoint
-from gates.checkpoints.rules import Node, RuleSet, expect
+from gates.naming.config_placeholders import resolve
+from gates.naming.rules import Node, RuleSet, expect
 
 CLASSES = ("naming", "layout", "dtype", "structural")
 

@@ -1,12 +1,1 @@
 """One module per command; each exposes plain functions that return an exit code."""
-
-import sys
-from collections.abc import Callable
-
-#: Where a command writes its machine output (stdout in the CLI, a list in tests).
-Echo = Callable[[str], None]
-
-
-def note(text: str) -> None:
-    """A remark for the reader, never part of the machine output: stderr."""
-    print(text, file=sys.stderr)

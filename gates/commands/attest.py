@@ -8,11 +8,13 @@ from pathlib import Path
 
 from gates import exitcodes
 from gates.atomic import write_text_atomic
-from gates.audit_summary import summarize
 from gates.canonical import content_id, pretty_json
-from gates.commands import Echo
-from gates.engine import run_audit
+from gates.echo import Echo
+from gates.engine.audit import run_audit
+from gates.engine.summary import summarize
 from gates.receipts.verify import Status
+from gates.reporters.verify_export import verify_export
+from gates.reporters.vsa import repository_uri, vsa_statement
 from gates.trust.anchors import (
     Anchors,
     TrustError,
@@ -21,8 +23,6 @@ from gates.trust.anchors import (
 )
 from gates.trust.envelope import sign_statement
 from gates.trust.keys import key_from_environment, load_key
-from gates.trust.verify_export import verify_export
-from gates.trust.vsa import repository_uri, vsa_statement
 from gates.workspace import Workspace
 
 

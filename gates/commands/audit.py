@@ -7,8 +7,8 @@ import os
 from pathlib import Path
 
 from gates import exitcodes
-from gates.commands import Echo, note
-from gates.engine import AuditResult, run_audit
+from gates.echo import Echo, note
+from gates.engine.audit import AuditResult, run_audit
 from gates.errors import GatesError
 from gates.reporters import REPORTERS, github_report
 from gates.workspace import Workspace

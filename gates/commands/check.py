@@ -5,12 +5,12 @@ from __future__ import annotations
 from pathlib import Path
 
 from gates import exitcodes, progress
-from gates.checks.loss import compare_losses, compare_repeats
-from gates.commands import Echo, note
-from gates.commands.outputs import receipt_binding, render_figures, write_checker_output
-from gates.engine import judge_workspace
+from gates.checkers.outputs import receipt_binding, render_figures, write_checker_output
+from gates.echo import Echo, note
+from gates.engine.audit import judge_workspace
 from gates.errors import GatesError
-from gates.losses import LossSeries, read_losses
+from gates.losses.compare import compare_losses, compare_repeats
+from gates.losses.series import LossSeries, read_losses
 from gates.paths import resolve_inside, to_workspace_relpath
 from gates.receipts.model import ArtifactKind
 from gates.receipts.verify import Judgement

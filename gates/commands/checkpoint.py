@@ -9,19 +9,19 @@ from typing import Any
 
 from gates import exitcodes
 from gates.canonical import strict_loads
+from gates.checkers.checkpoint_output import bound_files, finish, output_document
+from gates.checkers.outputs import render_figures, write_checker_output
 from gates.checkpoints.check import ShardRange, check_checkpoint, compare_pair
 from gates.checkpoints.digest import checkpoint_digest, default_threads
 from gates.checkpoints.ranks import DEFAULT_TIMEOUT_S, launcher_world
-from gates.checkpoints.rulefile import load_ruleset, workspace_ruleset
-from gates.checkpoints.rules import RuleSet
-from gates.commands import Echo
-from gates.commands.checkpoint_output import bound_files, finish, output_document
-from gates.commands.outputs import render_figures, write_checker_output
-from gates.engine import judge_workspace
+from gates.echo import Echo
+from gates.engine.audit import judge_workspace
 from gates.errors import GatesError
 from gates.external import Location, locate
 from gates.hashing import StatCache, cache_file
+from gates.naming.rules import RuleSet
 from gates.paths import to_workspace_relpath
+from gates.policy.rulesets import load_ruleset, workspace_ruleset
 from gates.receipts.model import ArtifactKind
 from gates.receipts.verify import Judgement, Status
 from gates.resources import validator
@@ -61,7 +61,7 @@ def check(
                 "under paddle.distributed.launch the ranks split the shards themselves: "
                 "no --shard-range or --against"
             )
-        from gates.commands import checkpoint_ranks  # noqa: PLC0415  (loads Paddle)
+        from gates.training import checkpoint_ranks  # noqa: PLC0415  (loads Paddle)
 
         return checkpoint_ranks.check_by_ranks(
             workspace,

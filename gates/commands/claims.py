@@ -7,10 +7,10 @@ from dataclasses import asdict
 from pathlib import Path
 
 from gates import exitcodes
-from gates.claims import check_claims
-from gates.commands import Echo
-from gates.engine import run_audit
+from gates.echo import Echo
+from gates.engine.audit import run_audit
 from gates.errors import GatesError
+from gates.reporters.claims import check_claims
 from gates.workspace import Workspace
 
 

@@ -16,17 +16,17 @@ from pathlib import Path
 from typing import Any
 
 from gates import exitcodes
-from gates.commands import Echo
-from gates.commands.outputs import receipt_binding, render_figures, write_checker_output
+from gates.checkers.outputs import receipt_binding, render_figures, write_checker_output
 from gates.configsem.check import Candidate, ConfigReport, KeyResult, run_check, shown
 from gates.configsem.envfiles import read_env_files
 from gates.configsem.official import read_official
 from gates.configsem.probe import Tree
 from gates.configsem.table import Table, parse_table
-from gates.contracts.loader import load_contract, load_contracts
-from gates.engine import judge_workspace
+from gates.echo import Echo
+from gates.engine.audit import judge_workspace
 from gates.errors import ConfigError, GatesError
 from gates.paths import resolve_inside, to_workspace_relpath
+from gates.policy.contract_files import load_contract, load_contracts
 from gates.receipts.model import ArtifactKind
 from gates.resources import contracts_dir
 from gates.workspace import Workspace

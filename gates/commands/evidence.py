@@ -18,11 +18,12 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from gates import exitcodes
-from gates.commands import Echo
-from gates.commands.outputs import receipt_binding
+from gates.checkers.outputs import receipt_binding
 from gates.contracts import results_schema_and_provenance as results_contract
-from gates.contracts.model import ContractSpec, EvaluationError
-from gates.engine import WorkspaceState, contract_evidence, judge_workspace, results_spec
+from gates.contracts.model import EvaluationError
+from gates.echo import Echo
+from gates.engine.audit import WorkspaceState, contract_evidence, judge_workspace, results_spec
+from gates.policy.contract_files import ContractSpec
 from gates.receipts.kinds import RUN_OUTPUT_KINDS, ArtifactKind
 from gates.receipts.verify import Judgement, Status
 from gates.workspace import Workspace

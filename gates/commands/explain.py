@@ -7,10 +7,10 @@ import shlex
 from collections.abc import Sequence
 
 from gates import exitcodes
-from gates.commands import Echo
 from gates.contracts import results_schema_and_provenance as results_contract
 from gates.contracts.model import ContractResult, EvaluationError
-from gates.engine import AuditResult, results_spec, run_audit
+from gates.echo import Echo
+from gates.engine.audit import AuditResult, results_spec, run_audit
 from gates.errors import GatesError
 from gates.reporters.json_report import contract_entry
 from gates.workspace import Workspace

@@ -9,9 +9,9 @@ from typing import TYPE_CHECKING
 
 from gates import exitcodes, git
 from gates.atomic import write_text_atomic
-from gates.commands import Echo
+from gates.echo import Echo
 from gates.errors import ConfigError
-from gates.freeze import FreezeConfig, FreezeReport, evaluate_freeze
+from gates.freeze.check import FreezeConfig, FreezeReport, evaluate_freeze
 
 if TYPE_CHECKING:  # the freeze script runs without loading the config models
     from gates.workspace import Workspace

@@ -14,7 +14,7 @@ from pathlib import Path
 from gates import exitcodes
 from gates.commands.freeze import show_settings
 from gates.errors import GatesError
-from gates.freeze_settings import CONFIG_NAME, find_root, load_freeze_settings
+from gates.freeze.settings import CONFIG_NAME, find_root, load_freeze_settings
 
 #: What pre-commit sets at pre-push: the local commit being pushed, or (a first push, whose
 #: history the remote lacks from its root) the local branch being pushed (docs/hooks.md).
@@ -70,7 +70,7 @@ def _names_a_policy_ref(root: Path, option: str | None) -> bool:
 def _show_protected(root: Path, option: str | None, *, as_json: bool) -> int:
     """Judge by the protected ref's [freeze] settings (with the worktree's pin)."""
     from gates.commands.freeze import show  # noqa: PLC0415  (pydantic: only under a policy ref)
-    from gates.policy import govern  # noqa: PLC0415
+    from gates.policy.in_force import govern  # noqa: PLC0415
     from gates.workspace import open_workspace  # noqa: PLC0415
 
     workspace, _ = govern(open_workspace(root), ref_option=option, with_anchors=False)
@@ -79,7 +79,7 @@ def _show_protected(root: Path, option: str | None, *, as_json: bool) -> int:
 
 def _show_ref(root: Path, ref: str, *, as_json: bool) -> int:
     from gates.commands.freeze import render_freeze  # noqa: PLC0415
-    from gates.freeze_ref import evaluate_freeze_at  # noqa: PLC0415
+    from gates.freeze.ref import evaluate_freeze_at  # noqa: PLC0415
 
     report = evaluate_freeze_at(root, ref, load_freeze_settings(root))
     print(render_freeze(report, as_json=as_json))

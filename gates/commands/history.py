@@ -14,10 +14,10 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from gates import exitcodes
-from gates.commands import Echo, note
+from gates.echo import Echo, note
 from gates.errors import GatesError
 from gates.git import run_git
-from gates.history import Entry, NoteState, StepStory, history, record, step_story
+from gates.reporters.history import Entry, NoteState, StepStory, history, record, step_story
 from gates.trust.anchors import Anchors
 from gates.trust.keys import (
     SIGNING_KEY_VARIABLE,
@@ -29,12 +29,12 @@ from gates.trust.keys import (
 from gates.workspace import Workspace, open_workspace
 
 if TYPE_CHECKING:
-    from gates.engine import AuditResult
+    from gates.engine.audit import AuditResult
 
 
 def _audit(workspace: Workspace) -> AuditResult:
     """The audit, imported only when one runs: listing notes needs none of it."""
-    from gates.engine import run_audit  # noqa: PLC0415
+    from gates.engine.audit import run_audit  # noqa: PLC0415
 
     return run_audit(workspace)
 
@@ -62,7 +62,7 @@ def signing_key(key_path: Path | None) -> SigningKey:
 
 
 def record_head(workspace: Workspace, key: SigningKey) -> None:
-    from gates.audit_summary import summarize  # noqa: PLC0415
+    from gates.engine.summary import summarize  # noqa: PLC0415
 
     result = _audit(workspace)
     commit = record(workspace.root, summarize(result), key)
@@ -82,8 +82,8 @@ def fill_missing(
 ) -> list[str]:
     """Audit each commit without a note in a temporary worktree (removed afterwards) and
     record it; a commit that cannot be audited is said and skipped."""
-    from gates.audit_summary import summarize  # noqa: PLC0415
-    from gates.policy import govern  # noqa: PLC0415
+    from gates.engine.summary import summarize  # noqa: PLC0415
+    from gates.policy.in_force import govern  # noqa: PLC0415
 
     recorded = []
     for entry in entries:
@@ -231,7 +231,7 @@ def history_command(
     as_json: bool,
     echo: Echo,
 ) -> int:
-    from gates.policy import policy_of  # noqa: PLC0415
+    from gates.policy.in_force import policy_of  # noqa: PLC0415
 
     _, policy = policy_of(workspace)
     root = workspace.root

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import gates
 from gates import exitcodes, git
-from gates.commands import Echo
+from gates.echo import Echo
 from gates.errors import GatesError
 from gates.workspace import Workspace
 

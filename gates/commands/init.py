@@ -7,9 +7,9 @@ from pathlib import Path
 
 from gates import exitcodes
 from gates.atomic import write_text_atomic
-from gates.commands import Echo
 from gates.commands.freeze import resolve_commit
 from gates.config import CONFIG_NAME, DEFAULT_EVIDENCE_LOCATIONS, parse_config
+from gates.echo import Echo
 from gates.errors import ConfigError
 from gates.resources import contracts_dir
 

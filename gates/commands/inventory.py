@@ -9,14 +9,14 @@ from pathlib import Path
 
 from gates import exitcodes
 from gates.canonical import indented_json
+from gates.checkers.outputs import write_checker_output
 from gates.checkpoints.check import check_checkpoint
-from gates.checkpoints.families import by_family, grouped
 from gates.checkpoints.survey import Survey, survey
-from gates.commands import Echo
 from gates.commands.checkpoint import resolve_rules
-from gates.commands.outputs import write_checker_output
+from gates.echo import Echo
 from gates.external import locate
 from gates.hashing import StatCache
+from gates.naming.families import by_family, grouped
 from gates.receipts.model import ArtifactKind
 from gates.workspace import Workspace, roots_of
 

@@ -11,8 +11,8 @@ import tempfile
 from pathlib import Path
 
 from gates import exitcodes
-from gates.commands import Echo
-from gates.commands.outputs import write_checker_output
+from gates.checkers.outputs import write_checker_output
+from gates.echo import Echo
 from gates.errors import GatesError
 from gates.paths import resolve_inside, to_workspace_relpath
 from gates.receipts.model import ArtifactKind

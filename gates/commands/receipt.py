@@ -7,8 +7,14 @@ from pathlib import Path
 
 from gates import exitcodes
 from gates.canonical import pretty_json
-from gates.commands import Echo
-from gates.engine import code_in_force, code_judge, judge_workspace, judging_context, results_spec
+from gates.echo import Echo
+from gates.engine.audit import (
+    code_in_force,
+    code_judge,
+    judge_workspace,
+    judging_context,
+    results_spec,
+)
 from gates.errors import ReceiptError
 from gates.hashing import StatCache, cache_file
 from gates.paths import to_workspace_relpath

@@ -11,13 +11,12 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from gates.atomic import write_text_atomic
-from gates.commands import Echo, note
-from gates.engine import judge_workspace
-from gates.env import capture
+from gates.echo import Echo, note
+from gates.engine.audit import judge_workspace
 from gates.errors import GatesError
-from gates.freeze import FreezeReport, evaluate_freeze
+from gates.freeze.check import FreezeReport, evaluate_freeze
 from gates.paths import is_under, resolve_inside, to_workspace_relpath
-from gates.policy import policy_of
+from gates.policy.in_force import policy_of
 from gates.receipts.create import ReceiptRequest, create_receipt
 from gates.receipts.model import ArtifactKind, Framework, Receipt
 from gates.receipts.verify import Status
@@ -33,6 +32,7 @@ from gates.replay.windows import (
     sample_windows,
     with_resume,
 )
+from gates.training.env import capture
 from gates.trust.keys import key_from_environment
 from gates.workspace import Workspace
 

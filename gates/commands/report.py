@@ -8,12 +8,12 @@ from pathlib import Path
 
 from gates import exitcodes
 from gates.atomic import write_text_atomic
-from gates.commands import Echo
-from gates.engine import run_audit
+from gates.echo import Echo
+from gates.engine.audit import run_audit
 from gates.errors import GatesError
-from gates.history import history
-from gates.policy import policy_of
+from gates.policy.in_force import policy_of
 from gates.reporters import html_report
+from gates.reporters.history import history
 from gates.reporters.report_data import HistoryPoint, report_data
 from gates.workspace import Workspace
 

@@ -28,26 +28,35 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from types import FrameType
 
-from gates import preflight
 from gates.atomic import write_text_atomic
 from gates.canonical import pretty_json
-from gates.commands import Echo, note
-from gates.counting import what_counts
-from gates.env import RANK_VARIABLES, capture
+from gates.echo import Echo, note
+from gates.engine import preflight
+from gates.engine.counting import what_counts
+from gates.engine.preflight import full_profile
 from gates.errors import GatesError
-from gates.freeze import FreezeReport, evaluate_freeze
+from gates.freeze.check import FreezeReport, evaluate_freeze
 from gates.hashing import StatCache, cache_file
 from gates.paths import is_under, resolve_inside, to_workspace_relpath
-from gates.preflight import full_profile
 from gates.receipts.create import ReceiptRequest, create_receipt
 from gates.receipts.model import ArtifactKind, EvidenceClass, Framework, Receipt
-from gates.recorder import FRAMEWORK, GIT_HEAD, MODEL_CONFIG, RUN_DIR, RUN_ID, aggregate_ranks
-from gates.replay.commitments import COMMITMENTS_FILE, SAVE_EVERY, STATES_FOLDER
+from gates.replay.commitments import COMMITMENTS_FILE, STATES_FOLDER
 from gates.replay.settings import policy_save_every
-from gates.runlog import StderrTee
+from gates.run_env import (
+    FRAMEWORK,
+    GIT_HEAD,
+    MODEL_CONFIG,
+    RANK_VARIABLES,
+    RUN_DIR,
+    RUN_ID,
+    SAVE_EVERY,
+)
 from gates.sandbox import Isolation, SandboxSupport, killed_by, prepared, support
 from gates.sandbox import Request as SandboxRequest
 from gates.tensors.layout import TENSORS_FOLDER, dump_files
+from gates.training.env import capture
+from gates.training.recorder import aggregate_ranks
+from gates.training.runlog import StderrTee
 from gates.trust.keys import SigningKey, key_from_environment
 from gates.workspace import Workspace
 
@@ -72,7 +81,7 @@ class RunRequest:
     profile: dict[str, str] = field(default_factory=dict)
     sandbox: bool = True
     clean: bool = False
-    force: bool = False  # launch despite pre-flight problems (gates.preflight)
+    force: bool = False  # launch despite pre-flight problems (gates.engine.preflight)
     model_config: Path | None = None  # passed to the recorder as GATES_MODEL_CONFIG
 
 

@@ -7,8 +7,8 @@ from pathlib import Path
 
 from gates import exitcodes
 from gates.atomic import write_bytes_atomic
-from gates.commands import Echo
-from gates.engine import AuditResult, run_audit
+from gates.echo import Echo
+from gates.engine.audit import AuditResult, run_audit
 from gates.errors import GatesError
 from gates.reporters import status_md
 from gates.reporters.json_report import audit_object

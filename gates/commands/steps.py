@@ -7,9 +7,9 @@ import struct
 from collections.abc import Sequence
 
 from gates import exitcodes
-from gates.alignment import Alignment
-from gates.commands import Echo
-from gates.engine import run_audit
+from gates.echo import Echo
+from gates.engine.audit import run_audit
+from gates.receipts.alignment import Alignment
 from gates.receipts.verify import Status
 from gates.tensors.progress import Progress, tensor_progress
 from gates.workspace import Workspace

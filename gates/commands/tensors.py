@@ -7,12 +7,12 @@ import json
 from pathlib import Path
 
 from gates import exitcodes
-from gates.checkpoints.rulefile import load_ruleset, workspace_ruleset
-from gates.checkpoints.rules import RuleSet
-from gates.commands import Echo
-from gates.commands.outputs import receipt_binding, write_checker_output
-from gates.engine import judge_workspace
+from gates.checkers.outputs import receipt_binding, write_checker_output
+from gates.echo import Echo
+from gates.engine.audit import judge_workspace
+from gates.naming.rules import RuleSet
 from gates.paths import resolve_inside, to_workspace_relpath
+from gates.policy.rulesets import load_ruleset, workspace_ruleset
 from gates.receipts.model import ArtifactKind, Receipt
 from gates.receipts.verify import Judgement
 from gates.tensors.compare import Comparison, Selection, compare_dumps

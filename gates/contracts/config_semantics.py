@@ -15,7 +15,8 @@ from gates.configsem.envfiles import read_env_files
 from gates.configsem.official import read_official
 from gates.configsem.probe import Tree
 from gates.configsem.table import parse_table
-from gates.contracts.model import Criterion, EvaluationContext, EvaluationError
+from gates.contracts.model import EvaluationContext, EvaluationError
+from gates.criteria import Criterion
 from gates.errors import GatesError
 from gates.paths import resolve_inside
 

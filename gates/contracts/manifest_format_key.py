@@ -6,10 +6,11 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, ValidationError
 
-from gates.contracts.model import Criterion, EvaluationContext, EvaluationError
+from gates.contracts.model import EvaluationContext, EvaluationError
+from gates.criteria import Criterion
 from gates.errors import UnsafePathError
 from gates.paths import check_relpath
-from gates.provenance import check_manifests
+from gates.receipts.provenance import check_manifests
 from gates.validation import first_error
 
 CHECK = "manifest_format_key"

@@ -4,61 +4,19 @@ from __future__ import annotations
 
 import datetime as dt
 from dataclasses import dataclass, field
-from enum import StrEnum
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Any
+from typing import TYPE_CHECKING
 
-from pydantic import BaseModel, ConfigDict, Field, StrictBool, StringConstraints
-
-from gates.evidence import Evidence
-from gates.freeze import FreezeReport
-from gates.receipts.model import ArtifactKind
+from gates.criteria import Criterion, DischargeStatus
+from gates.freeze.check import FreezeReport
+from gates.policy.contract_files import ContractSpec
+from gates.policy.waivers import LoadedWaiver
+from gates.receipts.evidence import Evidence
 from gates.receipts.verify import Judgement
-from gates.waivers import LoadedWaiver
 from gates.workspace import Workspace
 
 if TYPE_CHECKING:  # only for the annotation: the alignment module pulls in the loss readers
-    from gates.alignment import Alignment
-
-
-ContractId = Annotated[str, StringConstraints(pattern=r"^[a-z][a-z0-9_]*\.[a-z0-9][a-z0-9.-]*$")]
-
-
-class ContractSpec(BaseModel):
-    """One contract file: what is checked, whether it blocks, and how to discharge it."""
-
-    model_config = ConfigDict(extra="forbid", frozen=True)
-
-    id: ContractId
-    title: Annotated[str, StringConstraints(min_length=1)]
-    check: Annotated[str, StringConstraints(pattern=r"^[a-z][a-z0-9_]*$")]
-    blocking: StrictBool = True
-    discharge: Annotated[str, StringConstraints(min_length=1)]
-    remediation: tuple[str, ...] = Field(
-        default=(), description="commands or steps that would discharge the contract"
-    )
-    evidence_kinds: tuple[ArtifactKind, ...] = ()
-    profile: dict[str, str | int | bool] = Field(default_factory=dict)
-    params: dict[str, Any] = Field(default_factory=dict)
-
-
-class DischargeStatus(StrEnum):
-    DISCHARGED = "discharged"
-    DISCHARGING = "discharging"
-    UNDISCHARGED = "undischarged"
-    ERROR = "error"
-
-
-@dataclass(frozen=True)
-class Criterion:
-    """One yes/no finding of a contract, with a one-line detail either way."""
-
-    name: str
-    met: bool
-    detail: str
-    #: The typed figures behind the finding, for reporters (the tensor comparison); never
-    #: part of the verdict, never serialized.
-    data: object = field(default=None, compare=False, repr=False)
+    from gates.receipts.alignment import Alignment
 
 
 @dataclass(frozen=True)
@@ -89,16 +47,6 @@ class ContractResult:
             and self.status is not DischargeStatus.DISCHARGED
             and not self.waived(today)
         )
-
-
-def discharge_status(criteria: tuple[Criterion, ...]) -> DischargeStatus:
-    """All met: discharged; some: discharging; none: undischarged; no criteria: error."""
-    if not criteria:
-        return DischargeStatus.ERROR
-    met = sum(criterion.met for criterion in criteria)
-    if met == len(criteria):
-        return DischargeStatus.DISCHARGED
-    return DischargeStatus.DISCHARGING if met else DischargeStatus.UNDISCHARGED
 
 
 @dataclass(frozen=True)

@@ -9,7 +9,8 @@ import importlib
 from collections.abc import Callable
 from typing import Any
 
-from gates.contracts.model import Criterion, EvaluationContext
+from gates.contracts.model import EvaluationContext
+from gates.criteria import Criterion
 
 Evaluator = Callable[[EvaluationContext, dict[str, Any]], list[Criterion]]
 

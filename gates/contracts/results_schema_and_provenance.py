@@ -13,13 +13,14 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictInt, ValidationError
 
-from gates.artifacts import KIND_BY_FILE_NAME, artifact_problem
-from gates.binding import declared_scripts
 from gates.canonical import strict_loads
-from gates.contracts.model import Criterion, EvaluationContext, EvaluationError
+from gates.contracts.model import EvaluationContext, EvaluationError
+from gates.criteria import Criterion
 from gates.errors import GatesError, UnsafePathError
-from gates.freeze import entrypoint_script_problems
+from gates.freeze.check import entrypoint_script_problems
 from gates.paths import check_relpath
+from gates.receipts.artifacts import KIND_BY_FILE_NAME, artifact_problem
+from gates.receipts.binding import declared_scripts
 from gates.receipts.model import ArtifactKind, Framework
 from gates.receipts.verify import Judgement, Status
 from gates.validation import first_error
@@ -230,9 +231,9 @@ def _recomputed_pair_problem(
     context: EvaluationContext, output: dict[str, Any], against: dict[str, Any]
 ) -> str:
     from gates.checkpoints.check import check_checkpoint, compare_pair  # noqa: PLC0415
-    from gates.checkpoints.rulefile import INVENTORY_CHECK, ruleset_from_params  # noqa: PLC0415
     from gates.hashing import StatCache, cache_file  # noqa: PLC0415
-    from gates.policy import policy_of  # noqa: PLC0415
+    from gates.naming.rulefile import INVENTORY_CHECK, ruleset_from_params  # noqa: PLC0415
+    from gates.policy.in_force import policy_of  # noqa: PLC0415
 
     root = context.workspace.root
     candidate, reference = output.get("path"), against.get("reference")

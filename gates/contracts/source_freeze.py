@@ -4,8 +4,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from gates.contracts.model import Criterion, EvaluationContext, EvaluationError
-from gates.freeze import CRITERIA
+from gates.contracts.model import EvaluationContext, EvaluationError
+from gates.criteria import Criterion
+from gates.freeze.check import CRITERIA
 
 CHECK = "source_freeze"
 

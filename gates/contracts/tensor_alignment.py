@@ -12,10 +12,12 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, ValidationError
 
-from gates.checkpoints.rulefile import RULE_KEYS, ruleset_from_params, workspace_ruleset
-from gates.contracts.model import Criterion, EvaluationContext, EvaluationError
+from gates.contracts.model import EvaluationContext, EvaluationError
+from gates.criteria import Criterion
 from gates.errors import ConfigError, GatesError, UnsafePathError
+from gates.naming.rulefile import RULE_KEYS, ruleset_from_params
 from gates.paths import check_relpath, resolve_inside
+from gates.policy.rulesets import workspace_ruleset
 from gates.receipts.model import ArtifactKind
 from gates.tensors.compare import Comparison, Selection, compare_dumps, parse_phases
 from gates.tensors.layout import ORDER_FILE, PHASES, TENSORS_FOLDER, StepRange, open_dump

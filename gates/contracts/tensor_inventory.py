@@ -9,11 +9,12 @@ from typing import TYPE_CHECKING, Annotated, Any
 from pydantic import BaseModel, ConfigDict, StrictBool, StringConstraints, ValidationError
 
 from gates.checkpoints.check import CheckpointReport, check_checkpoint, compare_pair
-from gates.checkpoints.rulefile import RULE_KEYS, ruleset_from_params
-from gates.contracts.model import Criterion, EvaluationContext, EvaluationError
+from gates.contracts.model import EvaluationContext, EvaluationError
+from gates.criteria import Criterion
 from gates.errors import ConfigError, UnsafePathError
 from gates.external import ExternalRoots, is_external, split_external
 from gates.hashing import StatCache, cache_file
+from gates.naming.rulefile import RULE_KEYS, ruleset_from_params
 from gates.paths import check_relpath, resolve_inside
 from gates.receipts.model import ArtifactKind
 from gates.receipts.verify import Status

@@ -15,7 +15,7 @@ from gates.atomic import write_text_atomic
 from gates.canonical import content_id, pretty_json
 from gates.errors import ReceiptError, UnsafePathError
 from gates.external import subject_file
-from gates.freeze import FreezeReport, Reason, evaluate_freeze
+from gates.freeze.check import FreezeReport, Reason, evaluate_freeze
 from gates.hashing import StatCache
 from gates.paths import is_under, resolve_inside
 from gates.receipts.model import (

@@ -229,7 +229,7 @@ def _weigh(context: JudgingContext, receipt: Receipt) -> tuple[Status, str]:
     if context.pin_source_tree is None or receipt.provenance.source_tree is None:
         return Status.PROBE, "produced on a source tree that is not the pin's"
     # Whether its side's code is the code in force is judged on every audit, outside the
-    # index (gates/sides.py): it depends on the pin's and the policy ref's trees.
+    # index (gates/policy/sides.py): it depends on the pin's and the policy ref's trees.
     if not context.freeze_discharged:
         return (
             Status.PROBE,

@@ -19,6 +19,7 @@ from pydantic import BaseModel, ConfigDict, Field, StringConstraints, Validation
 from gates.atomic import write_text_atomic
 from gates.errors import GatesError
 from gates.replay.names import PARTS, state_file_name
+from gates.run_env import SAVE_EVERY
 
 if TYPE_CHECKING:
     from gates.replay.state import TrainingState
@@ -26,8 +27,6 @@ if TYPE_CHECKING:
 COMMITMENTS_FILE = "commitments.json"
 COMMITMENTS_FORMAT = "gates.commitments/v1"
 STATES_FOLDER = "states"
-#: How often the full state is saved, set by `gates run` from the policy (0: only the last).
-SAVE_EVERY = "GATES_STATE_EVERY"
 DEFAULT_SAVE_EVERY = 10
 
 Hex64 = Annotated[str, StringConstraints(pattern=r"^[0-9a-f]{64}$")]

@@ -19,10 +19,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from gates.errors import GatesError
-from gates.recorder import FRAMEWORK, RUN_DIR, RUN_ID
 from gates.replay.commitments import (
     COMMITMENTS_FILE,
-    SAVE_EVERY,
     STATES_FOLDER,
     Commitments,
     CommitmentsError,
@@ -37,6 +35,7 @@ from gates.replay.state import (
     load_state,
 )
 from gates.replay.windows import Window
+from gates.run_env import FRAMEWORK, RUN_DIR, RUN_ID, SAVE_EVERY
 from gates.sandbox import Request as SandboxRequest
 from gates.sandbox import prepared, support
 

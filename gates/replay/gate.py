@@ -8,8 +8,8 @@ from __future__ import annotations
 from pathlib import PurePosixPath
 
 from gates.contracts.results_schema_and_provenance import Params
-from gates.evidence import Evidence
-from gates.losses import LossFileError, read_losses
+from gates.losses.series import LossFileError, read_losses
+from gates.receipts.evidence import Evidence
 from gates.receipts.model import ArtifactKind, Receipt
 from gates.receipts.verify import Judgement, Status
 from gates.replay.commitments import COMMITMENTS_FILE, CommitmentsError, loss_bits, read_commitments

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from gates.engine import AuditResult
+from gates.engine.audit import AuditResult
 from gates.reporters import github_report, json_report, junit_report, text_report
 
 Reporter = Callable[[AuditResult], str]

@@ -19,8 +19,9 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from gates.contracts.model import ContractResult, Criterion, DischargeStatus
-from gates.engine import AuditResult
+from gates.contracts.model import ContractResult
+from gates.criteria import Criterion, DischargeStatus
+from gates.engine.audit import AuditResult
 from gates.receipts.verify import Status
 from gates.reporters.status_md import render as render_status_block
 

@@ -7,8 +7,8 @@ import json
 from typing import Any
 
 from gates.contracts.model import ContractResult
-from gates.engine import AuditResult
-from gates.evidence import Evidence
+from gates.engine.audit import AuditResult
+from gates.receipts.evidence import Evidence
 from gates.receipts.verify import Judgement, Status
 
 

@@ -11,8 +11,9 @@ from __future__ import annotations
 
 import xml.etree.ElementTree as ET
 
-from gates.contracts.model import ContractResult, DischargeStatus
-from gates.engine import AuditResult
+from gates.contracts.model import ContractResult
+from gates.criteria import DischargeStatus
+from gates.engine.audit import AuditResult
 
 
 def _case(suite: ET.Element, result: ContractResult, audit: AuditResult) -> str:

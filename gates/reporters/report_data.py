@@ -11,12 +11,12 @@ from pathlib import Path
 
 import numpy as np
 
-from gates.audit_summary import AuditSummary, summarize
 from gates.contracts import tensor_alignment
 from gates.contracts.model import ContractResult, EvaluationError
-from gates.engine import AuditResult
+from gates.engine.audit import AuditResult
+from gates.engine.summary import AuditSummary, summarize
 from gates.errors import GatesError
-from gates.losses import LossFileError, read_losses
+from gates.losses.series import LossFileError, read_losses
 from gates.paths import resolve_inside
 from gates.receipts.model import ArtifactKind, Receipt
 from gates.receipts.verify import Judgement, Status

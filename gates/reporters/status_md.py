@@ -20,12 +20,13 @@ import json
 from pathlib import Path
 from typing import Any
 
-from gates.alignment import LOSS_KINDS
 from gates.contracts import results_schema_and_provenance as results_contract
-from gates.contracts.model import DischargeStatus, EvaluationError
-from gates.engine import AuditResult, results_spec
-from gates.losses import LossFileError, read_losses
+from gates.contracts.model import EvaluationError
+from gates.criteria import DischargeStatus
+from gates.engine.audit import AuditResult, results_spec
+from gates.losses.series import LossFileError, read_losses
 from gates.paths import is_under
+from gates.receipts.alignment import LOSS_KINDS
 from gates.receipts.model import ArtifactKind, Framework
 from gates.receipts.verify import Judgement, Status
 from gates.tensors.progress import tensor_progress

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections import Counter
 
-from gates.engine import AuditResult
+from gates.engine.audit import AuditResult
 
 _DETAIL_WIDTH = 90
 

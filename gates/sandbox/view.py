@@ -16,11 +16,17 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import gates
-from gates.env import RANK_VARIABLES
 from gates.errors import GatesError
 from gates.hashing import cache_file
-from gates.recorder import FRAMEWORK, GIT_HEAD, MODEL_CONFIG, RUN_DIR, RUN_ID
-from gates.replay.commitments import SAVE_EVERY
+from gates.run_env import (
+    FRAMEWORK,
+    GIT_HEAD,
+    MODEL_CONFIG,
+    RANK_VARIABLES,
+    RUN_DIR,
+    RUN_ID,
+    SAVE_EVERY,
+)
 
 # the model config's path is seen in the sandbox only where it is committed (the
 # materialized tree sits at the workspace's path) or a declared `[sandbox] inputs` entry

@@ -25,11 +25,11 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from gates import progress
-from gates.checkpoints.config_placeholders import FROM_CONFIG
-from gates.checkpoints.config_placeholders import resolve as resolve_placeholders
-from gates.checkpoints.header import DTYPE_BITS, TensorEntry
-from gates.checkpoints.rule_kinds import RuleError
-from gates.checkpoints.rules import Node, RuleSet, expect, label
+from gates.naming.config_placeholders import FROM_CONFIG
+from gates.naming.config_placeholders import resolve as resolve_placeholders
+from gates.naming.rule_kinds import RuleError
+from gates.naming.rules import Node, RuleSet, expect, label
+from gates.safetensors.header import DTYPE_BITS, TensorEntry
 from gates.tensors.layout import (
     PHASES,
     SLOT_SEPARATOR,

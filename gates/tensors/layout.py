@@ -21,8 +21,8 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
-from gates.checkpoints.header import Header, HeaderError, read_header
 from gates.errors import GatesError
+from gates.safetensors.header import Header, HeaderError, read_header
 
 PHASES = ("activation", "grad", "optimizer", "param")
 TENSORS_FOLDER = "tensors"

@@ -6,12 +6,11 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
-from gates.contracts.model import DischargeStatus
+from gates.criteria import Criterion, DischargeStatus
 
 if TYPE_CHECKING:
-    from gates.contracts.model import ContractResult
     from gates.tensors.compare import Comparison
 
 PREFIX = "tensor_aligned_steps"
@@ -68,7 +67,25 @@ def read_progress(detail: str, discharged: bool) -> Progress | None:
     return Progress(int(found.group(1)), int(found.group(2)), found.group(3) or "", discharged)
 
 
-def tensor_progress(contracts: Iterable[ContractResult]) -> Progress | None:
+class _Spec(Protocol):
+    @property
+    def check(self) -> str: ...
+
+
+class ContractOutcome(Protocol):
+    """What the progress reads of a contract's result (the contracts stage sits above)."""
+
+    @property
+    def spec(self) -> _Spec: ...
+    @property
+    def status(self) -> DischargeStatus: ...
+    @property
+    def criteria(self) -> tuple[Criterion, ...]: ...
+    @property
+    def first_unmet(self) -> Criterion | None: ...
+
+
+def tensor_progress(contracts: Iterable[ContractOutcome]) -> Progress | None:
     """The tensor-alignment contract's progress in an audit, if it has one."""
     for contract in contracts:
         if contract.spec.check != CONTRACT_CHECK:

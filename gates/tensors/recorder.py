@@ -35,7 +35,7 @@ from typing import Any
 import numpy as np
 
 from gates.errors import GatesError
-from gates.recorder import RUN_DIR, RUN_ID, rank_folder
+from gates.run_env import RUN_DIR, RUN_ID, rank_folder
 from gates.tensors.layout import (
     PHASES,
     SLOT_SEPARATOR,

@@ -1,1 +1,0 @@
-"""Checkers: pure comparisons whose outputs become `*_check` artifacts with receipts."""

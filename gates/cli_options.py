@@ -1,0 +1,104 @@
+"""The options every checker shares: where its receipt goes (-o), a throwaway mode
+(--no-receipt) and --force; and the checker's own command line, recorded in its receipt so
+that `gates refresh` can re-run it from the recorded inputs."""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any, TypeVar
+
+import click
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+#: Options that say how to show or write, not what to check: never recorded.
+_NOT_RECORDED = ("output_format", "no_receipt", "force_replace")
+
+
+def recorded_argv(ctx: click.Context) -> tuple[str, ...]:
+    """The checker's arguments as `gates` parsed them (options that differ from their
+    default, then the arguments), e.g. ("check", "loss", "--required-steps", "5", "a", "b")."""
+    names: list[str] = []
+    current: click.Context | None = ctx
+    while current is not None and current.parent is not None:
+        names.insert(0, current.info_name or "")
+        current = current.parent
+    options: list[str] = []
+    arguments: list[str] = []
+    for param in ctx.command.params:
+        if param.name in _NOT_RECORDED or param.name is None:
+            continue
+        value = ctx.params.get(param.name)
+        if isinstance(param, click.Argument):
+            if value is not None:
+                arguments += [str(v) for v in value] if isinstance(value, tuple) else [str(value)]
+            continue
+        if not isinstance(param, click.Option) or value in (None, (), False, param.default):
+            continue
+        flag = max(param.opts, key=len)
+        if param.is_flag:
+            if value is True:
+                options.append(flag)
+        elif param.multiple:
+            for item in value:
+                options += [flag, str(item)]
+        else:
+            options += [flag, str(value)]
+    return (*names, *options, *arguments)
+
+
+def _workspace_command(ctx: click.Context) -> tuple[str, ...]:
+    """`gates -C FOLDER ...` when the checker ran from a subfolder (paths are relative to it)."""
+    argv = recorded_argv(ctx)
+    root_params = ctx.find_root().params
+    folder = Path(root_params.get("directory") or ".")
+    prefix: tuple[str, ...] = ("gates",)
+    try:
+        from gates.workspace import open_workspace  # noqa: PLC0415
+
+        root = open_workspace(folder).root
+        relative = folder.resolve().relative_to(root).as_posix()
+    except Exception:  # noqa: BLE001  (no workspace: the checker itself will say so)
+        relative = "."
+    if relative != ".":
+        prefix += ("-C", relative)
+    return (*prefix, *argv)
+
+
+def checker_options(default: str) -> Callable[[F], F]:
+    """-o/--output, --no-receipt and --force for a checker command."""
+
+    def decorate(function: F) -> F:
+        @click.option(
+            "-o",
+            "--output",
+            metavar="RECEIPT",
+            default=default,
+            show_default=True,
+            help="Receipt path; the checker output goes beside it (.json).",
+        )
+        @click.option(
+            "--no-receipt",
+            is_flag=True,
+            help="Throwaway check: show the figures, write no output and no receipt.",
+        )
+        @click.option(
+            "--force",
+            "force_replace",
+            is_flag=True,
+            help="Replace the output even by a failed, unsigned or probe one.",
+        )
+        @functools.wraps(function)
+        def wrapper(*args: Any, no_receipt: bool, force_replace: bool, **kwargs: Any) -> Any:
+            from gates.checkers.outputs import CheckerMode, checker_mode  # noqa: PLC0415  (lazy: CLI start)
+
+            ctx = click.get_current_context()
+            mode = CheckerMode(no_receipt, force_replace, _workspace_command(ctx))
+            with checker_mode(mode):
+                return function(*args, **kwargs)
+
+        return wrapper  # type: ignore[return-value]
+
+    return decorate

@@ -1,0 +1,415 @@
+"""`gates demo`: the seed PR's story on the glm52-minimal example, in a temporary repository.
+
+The policy in force is `main` (GATES_POLICY_REF); the PR is a branch off it. A
+demo key, written outside the repository, is trusted for both sides
+(GATES_TRUST); the recorded PyTorch run ships signed with it.
+
+(a) The PR as it was: no pin, a lint edit in flight, manifests without a
+`format` key, nothing signed: every receipt probe/0, `formal_alignment_steps = 0 / 100`.
+(b) The forgery: pinned and clean, the torch losses copied over the Paddle
+ones, receipted by hand (even signed), checked, and a self-made waiver: the
+copies stay probe, the waiver is a proposed policy change, the verdict blocked.
+(c) The trusted path: re-run the Paddle entrypoint under `gates run`, signed;
+the torch side's signed recorded run; the checkers; and audit again: which
+contracts discharge, and why the rest do not.
+(d) Config semantics: the official config.json through the example's config
+class, as the PR's review found it, then fixed.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import importlib.util
+import json
+import math
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+from collections.abc import Iterator
+from pathlib import Path
+
+from gates import exitcodes
+from gates.commands.check import check_determinism, check_loss
+from gates.commands.checkpoint import check as check_checkpoint
+from gates.commands.demo.config_act import config_step
+from gates.commands.demo.resume_act import resume_guard_step
+from gates.commands.demo.tensors_act import probe_step, tensor_step
+from gates.commands.freeze import pin as pin_command
+from gates.commands.replay import ReplayRequest
+from gates.commands.replay import replay as replay_command
+from gates.commands.run import RunRequest
+from gates.commands.run import run as run_command
+from gates.commands.steps import render_text as render_steps
+from gates.echo import Echo
+from gates.engine.audit import run_audit
+from gates.receipts.create import ReceiptRequest, create_receipt
+from gates.receipts.model import ArtifactKind, EvidenceClass, Framework
+from gates.replay.commitments import loss_bits
+from gates.reporters import REPORTERS
+from gates.resources import example_dir
+from gates.workspace import Workspace, open_workspace
+
+_IDENTITY = {
+    "GIT_AUTHOR_NAME": "gates demo",
+    "GIT_AUTHOR_EMAIL": "demo@gates.invalid",
+    "GIT_COMMITTER_NAME": "gates demo",
+    "GIT_COMMITTER_EMAIL": "demo@gates.invalid",
+}
+PROFILE = {
+    "name": "minimum_complete",
+    "mode": "optimizer",
+    "device": "cpu",
+    "dtype": "float32",
+    "tp": "1",
+    "pp": "1",
+    "ep": "1",
+    "etp": "1",
+    "sp": "false",
+    "world": "1",
+}
+TORCH_ENTRYPOINT = ("python", "model/train_torch.py")
+DEMO_KEYS = "demo-keys"
+POLICY_REF = "main"
+PR_BRANCH = "glm52-bit-exact-alignment"
+REPEATS = "experiments/e053-moe-determinism/runs/paddle_det"
+STALE_MANIFEST = "experiments/e055-acceptance-oracle-20260819/manifest.json"
+RECORDED = [
+    ("manifest.json", ArtifactKind.MANIFEST),
+    ("env.json", ArtifactKind.ENV),
+    ("loss.json", ArtifactKind.LOSS),
+    ("raw_loss.jsonl", ArtifactKind.RAW_LOSS),
+]
+
+
+_CLOSING = (
+    "\nThe freeze contract discharges and every receipt is formal: each chains to a signed"
+    " run of its side's declared entrypoint. The manifest contract discharges once every side"
+    " has run under `gates run` (the recorded torch run keeps its old manifest without"
+    " `format`). The acceptance oracle stays discharging: its schema half holds on both sides,"
+    " but torch and paddle losses are bit-identical only for the first steps, and the tensor"
+    " dumps locate the first differing tensor at step 1. The tensor inventory explains every"
+    " naming and layout difference by a rule, and the five MTP indexer tensors the candidate"
+    " leaves out by the consumption probe; the content hashes still differ. The verdict stays"
+    " blocked: it never turns to pass on missing evidence, on copies, or on a waiver the PR"
+    " wrote itself."
+)
+
+
+def _git(root: Path, *args: str) -> None:
+    subprocess.run(
+        ["git", "-C", str(root), *args],
+        check=True,
+        capture_output=True,
+        env={**os.environ, **_IDENTITY},
+    )
+
+
+def _receipt(
+    workspace: Workspace, kind: ArtifactKind, subjects: tuple[str, ...], framework: Framework | None
+) -> str:
+    request = ReceiptRequest(
+        kind=kind,
+        subjects=subjects,
+        framework=framework,
+        profile=PROFILE,
+        requested_class=EvidenceClass.FORMAL,
+        overwrite=True,
+    )
+    receipt, _ = create_receipt(workspace, request)
+    return f"{receipt.evidence_class.value}/{receipt.formal_weight}"
+
+
+def _receipt_recorded(workspace: Workspace, side: str, echo: Echo) -> None:
+    stamps = [
+        f"{name} {_receipt(workspace, kind, (f'results/{side}/{name}',), Framework(side))}"
+        for name, kind in RECORDED
+    ]
+    echo(f"  results/{side} (recorded run, receipted by hand): " + ", ".join(stamps))
+
+
+def _receipt_repeats(workspace: Workspace) -> None:
+    for repeat in (1, 2, 3):
+        path = f"{REPEATS}/repeat-{repeat}/raw_loss.jsonl"
+        _receipt(workspace, ArtifactKind.RAW_LOSS, (path,), Framework.PADDLE)
+
+
+def _can_run(module: str) -> bool:
+    return importlib.util.find_spec(module) is not None
+
+
+def _run(
+    workspace: Workspace, side: str, out: str | None, echo: Echo, outputs: bool = True
+) -> None:
+    declared = [(ArtifactKind.CHECKPOINT, f"results/{side}/checkpoint")] if outputs else []
+    request = RunRequest(
+        command=[sys.executable, f"model/train_{side}.py"],
+        framework=Framework(side),
+        probe=False,
+        out=out,
+        outputs=declared,
+        profile=PROFILE,
+        clean=True,  # the recorded Paddle run the example ships is replaced, not added to
+    )
+    lines: list[str] = []
+    code = run_command(workspace, request, cwd=workspace.root, echo=lines.append)
+    counted = [line for line in lines if ": counts" in line]
+    counting = sum(1 for line in counted if ": counts (" in line)
+    target = out or f"results/{side}"
+    echo(
+        f"  gates run {side} -> {target}: exit {code}, {counting} of {len(counted)} receipts count"
+    )
+    for line in counted:
+        if ": counts 0" in line:
+            echo(f"    {line}")
+
+
+def _replay(workspace: Workspace, echo: Echo) -> None:
+    """A verifier re-executes two windows of the signed Paddle run, drawn from its seed."""
+    lines: list[str] = []
+    request = ReplayRequest("results/paddle", seed="demo-ci-4711", windows=2, window_steps=1)
+    code = replay_command(workspace, request, cwd=workspace.root, as_json=True, echo=lines.append)
+    report = json.loads(lines[-1])
+    windows = ", ".join(
+        f"step {w['first']} (from the state after {w['resumed_from']}): {w['result']}"
+        for w in report["windows"]
+    )
+    echo(f"  gates replay results/paddle --seed demo-ci-4711: exit {code}; {windows}")
+    echo(f"  {report['detection_power']}")
+    _forged_replay(workspace, echo)
+
+
+FORGED = "experiments/forged-run"
+
+
+def _forged_replay(workspace: Workspace, echo: Echo) -> None:
+    """The red-team route with the stolen key: the Paddle run's loss at step 43 edited by
+    one bit (in loss.json, raw_loss.jsonl and the commitments alike) and signed again as a
+    run of the declared entrypoint. Every signature checks; a window over step 43 does not."""
+    root = workspace.root
+    shutil.copytree(root / "results/paddle", root / FORGED)
+    for name in ("replay.json", "replay.receipt.json"):
+        (root / FORGED / name).unlink(missing_ok=True)
+    commitments = json.loads((root / FORGED / "commitments.json").read_text())
+    forged = math.nextafter(commitments["steps"][43]["loss"], math.inf)
+    commitments["steps"][43].update(loss=forged, loss_bits=loss_bits(forged))
+    (root / FORGED / "commitments.json").write_text(json.dumps(commitments) + "\n")
+    losses = json.loads((root / FORGED / "loss.json").read_text())["losses"]
+    losses[42] = forged
+    (root / FORGED / "loss.json").write_text(json.dumps({"losses": losses}) + "\n")
+    (root / FORGED / "raw_loss.jsonl").write_text(
+        "".join(json.dumps({"step": i, "loss": v}) + "\n" for i, v in enumerate(losses, 1))
+    )
+    run = json.loads((root / "results/paddle/run.receipt.json").read_text())
+    outputs = tuple(FORGED + s["path"].removeprefix("results/paddle") for s in run["subjects"])
+    create_receipt(
+        workspace,
+        ReceiptRequest(
+            kind=ArtifactKind.RUN,
+            subjects=outputs,
+            framework=Framework.PADDLE,
+            profile=PROFILE,
+            command=tuple(run["provenance"]["command"]),
+            output=f"{FORGED}/run.receipt.json",
+            overwrite=True,
+            run={
+                k: run["provenance"]["run"][k]
+                for k in ("cwd", "startedAt", "endedAt", "exitStatus", "signal")
+            },
+        ),
+    )
+    lines: list[str] = []
+    request = ReplayRequest(FORGED, seed="demo-ci-4711", windows=0, explicit=("42:44",))
+    code = replay_command(workspace, request, cwd=root, as_json=True, echo=lines.append)
+    window = json.loads(lines[-1])["windows"][0]
+    echo(
+        f"  forged and signed with the stolen key: {FORGED} (step 43's loss one bit up); "
+        f"gates replay --window 42:44: exit {code}, {window['result']} at step "
+        f"{window['mismatch']['step']}: {window['mismatch']['what']}"
+    )
+    shutil.rmtree(root / FORGED)
+
+
+def _audit(workspace: Workspace, echo: Echo) -> None:
+    result = run_audit(workspace)
+    echo(REPORTERS["text"](result))
+    echo("")
+    echo(render_steps(result.alignment, 4))
+
+
+def _state_of_the_pr(root: Path, echo: Echo) -> Workspace:
+    echo("\n== (a) the PR as it was: no pin, a lint edit in flight, manifests without `format`")
+    with (root / "model/train_paddle.py").open("a", encoding="utf-8") as handle:
+        handle.write("# style: apply GLM lint formatting\n")
+    workspace = open_workspace(root)
+    echo("  results/torch: the recorded torch run, signed where it ran (sign_recorded.py)")
+    with _environment({"GATES_SIGNING_KEY": ""}):  # the PR's own receipts: nothing signed
+        _receipt_recorded(workspace, "paddle", echo)
+        _receipt_repeats(workspace)
+    _audit(workspace, echo)
+    return workspace
+
+
+def _forgery(workspace: Workspace, echo: Echo) -> None:
+    root = workspace.root
+    echo(
+        "\n== (b) the forgery: torch losses copied over the Paddle run, receipted by hand "
+        "(signed, even), and a self-made waiver"
+    )
+    for name in ("loss.json", "raw_loss.jsonl"):
+        shutil.copy(root / "results/torch" / name, root / "results/paddle" / name)
+    _receipt_recorded(workspace, "paddle", echo)
+    (root / "contracts/mtp.waiver.toml").write_text(
+        'contract = "contract_environment.tensor-inventory"\nowner = "anyone"\n'
+        'reason = "MTP indexer later"\nexpires = 2099-12-31\n'
+    )
+    result = run_audit(open_workspace(root))
+    judged = {j.path: j for j in result.receipts}
+    loss = judged["results/paddle/loss.receipt.json"]
+    echo(f"  results/paddle/loss.receipt.json: {loss.status.value}: {loss.reason}")
+    echo(f"  formal_alignment_steps = {result.formal_alignment_steps} / {result.required_steps}")
+    echo(f"  waivers in force: {len(result.waivers)}")
+    echo("".join(f"  proposed: {change}\n" for change in result.proposed_changes).rstrip())
+    echo(f"  verdict={result.verdict}")
+    (root / "contracts/mtp.waiver.toml").unlink()
+    _git(root, "checkout", "--", "results/paddle")
+    for stale in (root / "results/paddle").glob("*.receipt.json"):
+        stale.unlink()
+
+
+def _clean(workspace: Workspace, echo: Echo) -> Workspace:
+    root = workspace.root
+    pin_command(workspace, "HEAD", echo=echo)
+    _git(root, "checkout", "--", "model")
+    _git(root, "rm", "-q", STALE_MANIFEST)
+    _git(root, "commit", "-q", "-m", "drop the e055 bench manifest: no format key, superseded")
+    return open_workspace(root)
+
+
+def _rerun(workspace: Workspace, echo: Echo) -> None:
+    root = workspace.root
+    echo("\n== (c) the trusted path: signed runs of the declared entrypoints")
+    for side in ("torch", "paddle"):
+        if _can_run(side):
+            _run(workspace, side, None, echo, outputs=side == "paddle")
+        else:
+            judged = {j.path: j for j in run_audit(workspace).receipts}
+            run = judged.get(f"results/{side}/run.receipt.json")
+            status = f"{run.status.value} ({run.reason})" if run else "missing"
+            echo(f"  {side} is not installed here: its recorded run, signed where it ran: {status}")
+    if _can_run("paddle"):
+        _replay(workspace, echo)
+        for repeat in (1, 2, 3):
+            _run(workspace, "paddle", f"{REPEATS}/repeat-{repeat}", echo, outputs=False)
+    else:
+        _receipt_repeats(workspace)
+    quiet: list[str] = []
+    runs = tuple(f"{REPEATS}/repeat-{repeat}" for repeat in (1, 2, 3))
+    check_determinism(
+        workspace,
+        runs,
+        output="outputs/determinism_check.receipt.json",
+        cwd=root,
+        as_json=False,
+        echo=quiet.append,
+    )
+    check_loss(
+        workspace,
+        "results/torch/loss.json",
+        "results/paddle/loss.json",
+        required_steps=100,
+        bit_exact=True,
+        output="experiments/e055-acceptance-oracle/checker_run.receipt.json",
+        cwd=root,
+        as_json=False,
+        echo=quiet.append,
+    )
+    check_checkpoint(
+        workspace,
+        "results/paddle/checkpoint",
+        against="results/torch/checkpoint",
+        rules=None,
+        shard_range=None,
+        threads=None,
+        output="outputs/checkpoint_check.receipt.json",
+        cwd=root,
+        as_json=False,
+        echo=quiet.append,
+    )
+    echo("  checkers: gates check determinism, gates check loss, gates check checkpoint --against")
+    tensor_step(workspace, echo, PROFILE)
+    probe_step(workspace, echo)
+    _audit(workspace, echo)
+
+
+def lay_out(root: Path) -> None:
+    """The example as a git repository on `main`, the way the demo (and the signing of the
+    recorded run) lays it out; its demo keys stay out of it."""
+    shutil.copytree(example_dir(), root, ignore=shutil.ignore_patterns("__pycache__", DEMO_KEYS))
+    _git(root, "init", "-q", "-b", POLICY_REF)
+    (root / ".gitignore").write_text(".gates/\n__pycache__/\n")
+    _git(root, "add", "-A")
+    _git(root, "commit", "-q", "-m", "glm: map official RoPE semantics")
+
+
+def _trust_demo_key(folder: Path) -> dict[str, str]:
+    """The demo key, copied outside the repository (mode 0600) and trusted for both sides."""
+    keys = folder / "keys"
+    keys.mkdir()
+    for name in ("demo.key", "demo.pub"):
+        shutil.copy(example_dir() / DEMO_KEYS / name, keys / name)
+    (keys / "demo.key").chmod(0o600)
+    trust = keys / "trust.toml"
+    trust.write_text(
+        '[[signers]]\nname = "demo"\npublic_key = "demo.pub"\n'
+        'frameworks = ["torch", "paddle", "replay"]\n'
+    )
+    return {
+        "GATES_SIGNING_KEY": str(keys / "demo.key"),
+        "GATES_TRUST": str(trust),
+        "GATES_POLICY_REF": POLICY_REF,
+    }
+
+
+@contextlib.contextmanager
+def _environment(values: dict[str, str]) -> Iterator[None]:
+    saved = {name: os.environ.get(name) for name in values}
+    os.environ.update(values)
+    try:
+        yield
+    finally:
+        for name, value in saved.items():
+            if value is None:
+                os.environ.pop(name, None)
+            else:
+                os.environ[name] = value
+
+
+def demo(*, keep: bool, echo: Echo) -> int:
+    folder = Path(tempfile.mkdtemp(prefix="gates-demo-"))
+    root = folder / "glm52-port"
+    try:
+        lay_out(root)
+        _git(root, "checkout", "-q", "-b", PR_BRANCH)
+        with _environment(_trust_demo_key(folder)):
+            echo(f"== the glm52-minimal example, as a git repository in {root}")
+            echo(
+                f"   policy in force: {POLICY_REF}; demo key trusted for torch, paddle and replay "
+                f"({json.dumps('keys/trust.toml')}, outside the repository)"
+            )
+            workspace = _state_of_the_pr(root, echo)
+            workspace = _clean(workspace, echo)
+            _forgery(workspace, echo)
+            resume_guard_step(
+                root, git=_git, profile=PROFILE, can_run_paddle=_can_run("paddle"), echo=echo
+            )
+            _rerun(workspace, echo)
+            config_step(root, echo=echo)
+        echo(_CLOSING)
+        return exitcodes.OK
+    finally:
+        if keep:
+            echo(f"\n(workspace kept in {root})")
+        else:
+            shutil.rmtree(folder, ignore_errors=True)

@@ -1,0 +1,38 @@
+"""What every contract evaluation is made of: criteria and the discharge status they add up to.
+
+At the bottom of the house, so the kinds of evidence (the config-semantics check, the tensor
+progress) can speak of criteria without importing the contracts stage above them."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from enum import StrEnum
+
+
+class DischargeStatus(StrEnum):
+    DISCHARGED = "discharged"
+    DISCHARGING = "discharging"
+    UNDISCHARGED = "undischarged"
+    ERROR = "error"
+
+
+@dataclass(frozen=True)
+class Criterion:
+    """One yes/no finding of a contract, with a one-line detail either way."""
+
+    name: str
+    met: bool
+    detail: str
+    #: The typed figures behind the finding, for reporters (the tensor comparison); never
+    #: part of the verdict, never serialized.
+    data: object = field(default=None, compare=False, repr=False)
+
+
+def discharge_status(criteria: tuple[Criterion, ...]) -> DischargeStatus:
+    """All met: discharged; some: discharging; none: undischarged; no criteria: error."""
+    if not criteria:
+        return DischargeStatus.ERROR
+    met = sum(criterion.met for criterion in criteria)
+    if met == len(criteria):
+        return DischargeStatus.DISCHARGED
+    return DischargeStatus.DISCHARGING if met else DischargeStatus.UNDISCHARGED

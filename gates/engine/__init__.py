@@ -1,0 +1,1 @@
+"""The engine: every contract evaluated, the alignment, waivers applied, the verdict."""

@@ -1,0 +1,1 @@
+"""The source freeze: is the tree the pinned one, and is the worktree clean."""

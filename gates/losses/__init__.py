@@ -1,0 +1,1 @@
+"""Loss series: reading them strictly, and comparing them bit by bit."""

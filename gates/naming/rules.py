@@ -1,0 +1,264 @@
+"""Naming rules: how reference (torch/HF) tensors become candidate (Paddle) tensors.
+
+Rules apply in order to the reference inventory; each changes the tensors it
+matches and records itself on them, so every difference can name the rules
+behind it. Kinds:
+
+- `rename`: `source` pattern -> `target` pattern;
+- `transpose`: 2-D tensors matching `match` swap their axes (torch `[out, in]`
+  against Paddle `[in, out]`);
+- `fuse`: the tensors of `sources` (same placeholders) concatenated along
+  `axis` into `target`, in the order given; shapes must add up;
+- `split`: `source` cut along `axis` into `targets` (`sizes`, or equal parts);
+- `cast`: tensors matching `match` change to `dtype` (a declared cast).
+
+Patterns are tensor names with placeholders: `{layer}` and `{expert}` match
+digits, `{rest}` and `{prefix}` match any text (dots included), any other
+`{name}` one dot-free name part, and `{name:a|b|c}` one of the listed
+words. `placeholders` fix some of them to constants (e.g. `mtp = "78"`, the
+MTP layer index).
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from gates.naming.aoa import parse_aoa
+from gates.naming.rule_kinds import Cast, Fuse, Rename, Rule, RuleError, Split, Transpose
+
+_ANY = {"rest", "prefix"}
+_DIGITS = {"layer", "expert"}
+_PLACEHOLDER = re.compile(r"\{([a-z_][a-z0-9_]*)(?::([^{}]+))?\}")
+
+
+class RuleSet(BaseModel):
+    """The `rules`, `aoa` and `placeholders` params of a tensor-inventory contract."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    rules: tuple[Rule, ...] = ()
+    aoa: tuple[str, ...] = ()
+    placeholders: dict[str, str] = Field(default_factory=dict)
+
+    def all_rules(self) -> list[Rule]:
+        return [*self.rules, *parse_aoa(self.aoa)]
+
+
+def label(rule: Rule, index: int) -> str:
+    return rule.name or f"{rule.kind}#{index + 1}"
+
+
+@dataclass(frozen=True)
+class Pattern:
+    text: str
+    regex: re.Pattern[str]
+    names: tuple[str, ...]
+
+    def match(self, name: str) -> dict[str, str] | None:
+        found = self.regex.fullmatch(name)
+        return found.groupdict() if found else None
+
+    def fill(self, values: dict[str, str]) -> str:
+        missing = [n for n in self.names if n not in values]
+        if missing:
+            raise RuleError(f"pattern {self.text!r} uses {missing} which the source does not bind")
+        return _PLACEHOLDER.sub(lambda m: values[m.group(1)], self.text)
+
+
+def _body(name: str, alternatives: str | None) -> str:
+    if alternatives:
+        return "|".join(re.escape(choice) for choice in alternatives.split("|"))
+    return ".+" if name in _ANY else r"\d+" if name in _DIGITS else r"[^.]+"
+
+
+def compile_pattern(text: str, constants: dict[str, str]) -> Pattern:
+    parts: list[str] = []
+    names: list[str] = []
+    position = 0
+    for found in _PLACEHOLDER.finditer(text):
+        parts.append(re.escape(text[position : found.start()]))
+        name = found.group(1)
+        if name in constants:
+            parts.append(re.escape(constants[name]))
+        elif name in names:
+            parts.append(f"(?P={name})")
+        else:
+            names.append(name)
+            parts.append(f"(?P<{name}>{_body(name, found.group(2))})")
+        position = found.end()
+    parts.append(re.escape(text[position:]))
+    literal = _PLACEHOLDER.sub(lambda m: constants.get(m.group(1), m.group(0)), text)
+    return Pattern(literal, re.compile("".join(parts)), tuple(names))
+
+
+@dataclass(frozen=True)
+class Node:
+    """A tensor as the rules expect it on the candidate side, and how it came to be."""
+
+    name: str
+    dtype: str
+    shape: tuple[int, ...]
+    op: str = "leaf"  # leaf | rename | transpose | fuse | split | cast
+    children: tuple[Node, ...] = ()
+    rules: tuple[str, ...] = ()
+    axis: int = 0
+    offset: int = 0
+
+    def leaves(self) -> list[Node]:
+        if self.op == "leaf":
+            return [self]
+        return [leaf for child in self.children for leaf in child.leaves()]
+
+    def ops(self) -> set[str]:
+        mine = {self.op} if self.op != "leaf" else set()
+        return mine.union(*(child.ops() for child in self.children))
+
+
+@dataclass
+class Expectation:
+    nodes: dict[str, Node]
+    problems: list[str] = field(default_factory=list)
+
+
+def _rename(
+    rule: Rename, tag: str, nodes: dict[str, Node], constants: dict[str, str]
+) -> dict[str, Node]:
+    source, target = (
+        compile_pattern(rule.source, constants),
+        compile_pattern(rule.target, constants),
+    )
+    result: dict[str, Node] = {}
+    fullmatch = source.regex.fullmatch  # the hot loop: 60,000 names for GLM-5.2
+    for name, node in nodes.items():
+        found = fullmatch(name)
+        new = target.fill(found.groupdict()) if found is not None else name
+        if new in result:
+            raise RuleError(f"rule {tag} maps two tensors onto {new}")
+        result[new] = (
+            node
+            if new == name
+            else Node(new, node.dtype, node.shape, "rename", (node,), (*node.rules, tag))
+        )
+    return result
+
+
+def _transpose(
+    rule: Transpose, tag: str, nodes: dict[str, Node], constants: dict[str, str]
+) -> dict[str, Node]:
+    fullmatch = compile_pattern(rule.match, constants).regex.fullmatch
+    result = {}
+    for name, node in nodes.items():
+        if fullmatch(name) is None:
+            result[name] = node
+        elif len(node.shape) != 2:
+            raise RuleError(
+                f"rule {tag} matches {name}, which has {len(node.shape)} dimensions, not 2"
+            )
+        else:
+            shape = (node.shape[1], node.shape[0])
+            result[name] = Node(name, node.dtype, shape, "transpose", (node,), (*node.rules, tag))
+    return result
+
+
+def _cast(
+    rule: Cast, tag: str, nodes: dict[str, Node], constants: dict[str, str]
+) -> dict[str, Node]:
+    fullmatch = compile_pattern(rule.match, constants).regex.fullmatch
+    return {
+        name: Node(name, rule.dtype, node.shape, "cast", (node,), (*node.rules, tag))
+        if fullmatch(name) is not None and node.dtype != rule.dtype
+        else node
+        for name, node in nodes.items()
+    }
+
+
+def _fuse(
+    rule: Fuse, tag: str, nodes: dict[str, Node], constants: dict[str, str]
+) -> dict[str, Node]:
+    sources = [compile_pattern(text, constants) for text in rule.sources]
+    target = compile_pattern(rule.target, constants)
+    result = dict(nodes)
+    fullmatch = sources[0].regex.fullmatch
+    for name in sorted(nodes):
+        found = fullmatch(name)
+        if found is None or name not in result:
+            continue
+        values = found.groupdict()
+        names = [pattern.fill(values) for pattern in sources]
+        if not all(part in result for part in names):
+            continue
+        parts = tuple(result[part] for part in names)
+        shape = _fused_shape(parts, rule.axis, tag)
+        for part in names:
+            del result[part]
+        fused = target.fill(values)
+        rules = (*dict.fromkeys(r for part in parts for r in part.rules), tag)
+        result[fused] = Node(fused, parts[0].dtype, shape, "fuse", parts, rules, rule.axis)
+    return result
+
+
+def _fused_shape(parts: tuple[Node, ...], axis: int, tag: str) -> tuple[int, ...]:
+    first = parts[0]
+    if any(p.dtype != first.dtype or len(p.shape) != len(first.shape) for p in parts):
+        raise RuleError(f"rule {tag}: {', '.join(p.name for p in parts)} differ in dtype or rank")
+    if not 0 <= axis < len(first.shape):
+        raise RuleError(f"rule {tag}: axis {axis} out of range for {list(first.shape)}")
+    others = [tuple(d for i, d in enumerate(p.shape) if i != axis) for p in parts]
+    if any(o != others[0] for o in others):
+        shapes = ", ".join(str(list(p.shape)) for p in parts)
+        raise RuleError(f"rule {tag}: shapes {shapes} do not add up along axis {axis}")
+    return tuple(
+        sum(p.shape[axis] for p in parts) if i == axis else d for i, d in enumerate(first.shape)
+    )
+
+
+def _split(
+    rule: Split, tag: str, nodes: dict[str, Node], constants: dict[str, str]
+) -> dict[str, Node]:
+    source = compile_pattern(rule.source, constants)
+    targets = [compile_pattern(text, constants) for text in rule.targets]
+    result: dict[str, Node] = {}
+    for name, node in nodes.items():
+        values = source.match(name)
+        if values is None:
+            result[name] = node
+            continue
+        if not 0 <= rule.axis < len(node.shape):
+            raise RuleError(f"rule {tag}: axis {rule.axis} out of range for {name}")
+        total = node.shape[rule.axis]
+        sizes = rule.sizes or tuple(total // len(targets) for _ in targets)
+        if sum(sizes) != total or len(sizes) != len(targets):
+            raise RuleError(f"rule {tag}: sizes {list(sizes)} do not split {total} of {name}")
+        offset = 0
+        for pattern, size in zip(targets, sizes, strict=True):
+            new = pattern.fill(values)
+            shape = tuple(size if i == rule.axis else d for i, d in enumerate(node.shape))
+            result[new] = Node(
+                new, node.dtype, shape, "split", (node,), (*node.rules, tag), rule.axis, offset
+            )
+            offset += size
+    return result
+
+
+_APPLY = {"rename": _rename, "transpose": _transpose, "cast": _cast, "fuse": _fuse, "split": _split}
+
+
+def expect(reference: dict[str, tuple[str, tuple[int, ...]]], ruleset: RuleSet) -> Expectation:
+    """The candidate inventory the rules predict from the reference (name -> (dtype, shape))."""
+    nodes = {name: Node(name, dtype, shape) for name, (dtype, shape) in reference.items()}
+    expectation = Expectation(nodes)
+    try:
+        rules = ruleset.all_rules()
+    except RuleError as exc:
+        expectation.problems.append(str(exc))
+        return expectation
+    for index, rule in enumerate(rules):
+        try:
+            nodes = _APPLY[rule.kind](rule, label(rule, index), nodes, ruleset.placeholders)  # type: ignore[operator]
+        except RuleError as exc:
+            expectation.problems.append(str(exc))
+    expectation.nodes = nodes
+    return expectation

@@ -1,0 +1,1 @@
+"""The policy in force: gates.toml, the contract set, waivers, trust anchors and the sides."""

@@ -1,0 +1,1 @@
+"""Reading safetensors files: the header, never the whole file."""

@@ -1,0 +1,1 @@
+"""The trainer API: run and tensor recorders, env capture, checks right after a save."""

@@ -1,0 +1,139 @@
+"""Environment capture: what a run ran on, for env.json and run manifests.
+
+Works with `paddlepaddle` (CPU), `paddlepaddle-gpu`, and with no paddle at all
+(the framework fields are then null, never a crash). Records the paddle
+version and commit, whether it was built with CUDA, the CUDA and cuDNN
+versions, device names, the paddle.distributed rank environment, the
+determinism settings that change results (FLAGS_cudnn_deterministic,
+NCCL_ALGO, CUBLAS_WORKSPACE_CONFIG, ...), library versions, and the sha256 of
+the model's config.json.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib.metadata
+import os
+import platform
+import socket
+from pathlib import Path
+from typing import Any
+
+from gates.run_env import RANK_VARIABLES
+
+DETERMINISM_VARIABLES = (
+    "FLAGS_cudnn_deterministic",
+    "FLAGS_embedding_deterministic",
+    "FLAGS_cudnn_exhaustive_search",
+    "FLAGS_conv_workspace_size_limit",
+    "NCCL_ALGO",
+    "NCCL_PROTO",
+    "CUBLAS_WORKSPACE_CONFIG",
+    "NVIDIA_TF32_OVERRIDE",
+    "CUDA_LAUNCH_BLOCKING",
+    "PYTHONHASHSEED",
+    "OMP_NUM_THREADS",
+)
+LIBRARIES = (
+    "paddlepaddle",
+    "paddlepaddle-gpu",
+    "paddleformers",
+    "paddlenlp",
+    "paddlefleet",
+    "torch",
+    "transformers",
+    "numpy",
+    "safetensors",
+)
+
+
+def library_versions() -> dict[str, str]:
+    versions = {}
+    for name in LIBRARIES:
+        try:
+            versions[name] = importlib.metadata.version(name)
+        except importlib.metadata.PackageNotFoundError:
+            continue
+    return versions
+
+
+def _paddle() -> dict[str, Any]:
+    """Paddle's build and devices; all null when paddle is not installed."""
+    try:
+        import paddle  # noqa: PLC0415  (optional, slow to import)
+    except ImportError:
+        return {
+            "framework": None,
+            "framework_version": None,
+            "framework_commit": None,
+            "cuda_build": None,
+            "cuda_version": None,
+            "cudnn_version": None,
+            "device_name": None,
+            "device_count": 0,
+        }
+    cuda = bool(paddle.is_compiled_with_cuda())
+    count = paddle.device.cuda.device_count() if cuda else 0
+    names = [paddle.device.cuda.get_device_name(index) for index in range(count)]
+    return {
+        "framework": "paddle",
+        "framework_version": paddle.__version__,
+        "framework_commit": paddle.version.commit,
+        "cuda_build": cuda,
+        "cuda_version": paddle.version.cuda() if cuda else None,
+        "cudnn_version": paddle.version.cudnn() if cuda else None,
+        "device_name": names[0] if names else "cpu",
+        "device_names": names,
+        "device_count": count,
+    }
+
+
+def _torch() -> dict[str, Any]:
+    """The reference side's PyTorch build and devices; null when torch is not installed."""
+    try:
+        import torch  # noqa: PLC0415  (optional, slow to import)
+    except ImportError:
+        return {"framework": None, "framework_version": None, "device_name": None}
+    cuda = bool(torch.cuda.is_available())
+    names = (
+        [torch.cuda.get_device_name(i) for i in range(torch.cuda.device_count())] if cuda else []
+    )
+    return {
+        "framework": "torch",
+        "framework_version": torch.__version__,
+        "cuda_build": torch.version.cuda is not None,
+        "cuda_version": torch.version.cuda,
+        "cudnn_version": torch.backends.cudnn.version() if cuda else None,
+        "device_name": names[0] if names else "cpu",
+        "device_names": names,
+        "device_count": len(names),
+        "deterministic_algorithms": torch.are_deterministic_algorithms_enabled(),
+    }
+
+
+def file_sha256(path: Path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+def capture(
+    *, model_config: Path | None = None, framework: str | None = "paddle"
+) -> dict[str, Any]:
+    """A JSON-ready description of this process's environment."""
+    probes = {"paddle": _paddle, "torch": _torch}
+    found: dict[str, Any] = probes[framework]() if framework in probes else {"framework": framework}
+    world = os.environ.get("PADDLE_TRAINERS_NUM")
+    found.update(
+        {
+            "python": platform.python_version(),
+            "platform": platform.platform(),
+            "host": socket.gethostname(),
+            "world_size": int(world) if world and world.isdigit() else 1,
+            "rank": {name: os.environ[name] for name in RANK_VARIABLES if name in os.environ},
+            "determinism": {
+                name: os.environ[name] for name in DETERMINISM_VARIABLES if name in os.environ
+            },
+            "libraries": library_versions(),
+            "model_config_sha256": file_sha256(model_config) if model_config else None,
+        }
+    )
+    return found
