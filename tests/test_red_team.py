@@ -1,0 +1,191 @@
+"""Red team (issue 16, "Done when"): the attacker writes only the PR (files of the audited
+repository, including every piece of code gates runs) and CI is set up as docs/ci.md and
+docs/trust.md say: the trust file outside the workspace, GATES_POLICY_REF a full refname, one
+CI key trusted for both sides, the example examples/glm52-minimal as the port. Each test
+replays one route end to end through the CLI, on a real git repository and the real sandbox,
+and asserts that it is blocked with its reason named (never `pass`, never a formal count).
+
+The attacker's entrypoint (ATTACK) tries every route of issue 16's Why list from inside the
+run at once, writes what it reached into the run folder, and then trains honestly: the
+audit of that PR must give the honest count (4 / 100 on the example) and nothing it stole."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import git
+import pytest
+
+from tests.helpers import (
+    REPO_ROOT,
+    Result,
+    Workspace,
+    commit_all,
+    declare_entrypoints,
+    run_gates,
+    signed_run,
+    write,
+)
+from tests.lossgen import train_losses
+
+EXAMPLE = REPO_ROOT / "examples" / "glm52-minimal"
+POLICY_REF = "refs/remotes/origin/main"
+PROFILE = {
+    "name": "minimum_complete",
+    "mode": "optimizer",
+    "device": "cpu",
+    "dtype": "float32",
+    "tp": "1",
+    "pp": "1",
+    "ep": "1",
+    "etp": "1",
+    "sp": "false",
+    "world": "1",
+}
+HONEST_STEPS = 4  # the example's honest Paddle run agrees with torch's for 4 steps
+
+
+@dataclass(frozen=True)
+class CI:
+    """The CI machine: a clone of the port with the PR checked out, and what CI keeps
+    outside it (key, trust file, cache folder, a secret of its own)."""
+
+    root: Path
+    repo: git.Repo
+    secrets: Path  # key, trust file: outside the workspace
+    cache: Path
+
+    def gates(self, capsys: pytest.CaptureFixture[str], *args: str) -> Result:
+        return run_gates(capsys, "-C", str(self.root), *args)
+
+
+def _git(root: Path, *args: str) -> str:
+    done = subprocess.run(
+        ["git", "-C", str(root), *args], capture_output=True, text=True, check=True
+    )
+    return done.stdout.strip()
+
+
+@pytest.fixture
+def ci(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> Iterator[CI]:
+    """The example as the protected `main` (fetched as refs/remotes/origin/main), pinned, and
+    a PR branch off it; the demo key, copied outside, is the CI key trusted for both sides."""
+    root = tmp_path / "port"
+    shutil.copytree(EXAMPLE, root, ignore=shutil.ignore_patterns("__pycache__", "demo-keys"))
+    (root / ".gitignore").write_text(".gates/\n__pycache__/\n")
+    repo = git.Repo.init(root, initial_branch="main")
+    commit_all(repo, "glm: the port")
+    secrets = tmp_path / "ci-secrets"
+    secrets.mkdir(mode=0o700)
+    for name in ("demo.key", "demo.pub"):
+        shutil.copy(EXAMPLE / "demo-keys" / name, secrets / name)
+    (secrets / "demo.key").chmod(0o600)
+    trust = secrets / "trust.toml"
+    trust.write_text(
+        '[[signers]]\nname = "ci"\npublic_key = "demo.pub"\nframeworks = ["torch", "paddle"]\n'
+    )
+    cache = tmp_path / "ci-cache"
+    monkeypatch.setenv("GATES_SIGNING_KEY", str(secrets / "demo.key"))
+    monkeypatch.setenv("GATES_TRUST", str(trust))
+    monkeypatch.setenv("GATES_CACHE_DIR", str(cache))
+    monkeypatch.setenv("CI_JOB_TOKEN", "ci-secret-token")  # a secret of CI's own
+    result = run_gates(capsys, "-C", str(root), "freeze", "pin", "HEAD")
+    assert result.code == 0, result.err
+    commit_all(repo, "pin")
+    _git(root, "update-ref", POLICY_REF, "HEAD")
+    monkeypatch.setenv("GATES_POLICY_REF", POLICY_REF)
+    _git(root, "checkout", "-q", "-b", "pr")
+    yield CI(root, repo, secrets, cache)
+
+
+def _run_paddle(ci: CI, capsys: pytest.CaptureFixture[str], *extra: str) -> Result:
+    args = [arg for key, value in PROFILE.items() for arg in ("--profile", f"{key}={value}")]
+    return ci.gates(
+        capsys,
+        "run",
+        "--framework",
+        "paddle",
+        *extra,
+        *args,
+        "--",
+        sys.executable,
+        "model/train_paddle.py",
+    )
+
+
+def _audit(ci: CI, capsys: pytest.CaptureFixture[str]) -> dict[str, object]:
+    result = ci.gates(capsys, "audit", "--format", "json")
+    report: dict[str, object] = json.loads(result.out)
+    return report
+
+
+def _pin_pr(ci: CI, capsys: pytest.CaptureFixture[str], message: str) -> None:
+    """The PR commits its change and pins it, as a PR author must for a formal run."""
+    commit_all(ci.repo, message)
+    result = ci.gates(capsys, "freeze", "pin", "HEAD")
+    assert result.code == 0, result.err
+    commit_all(ci.repo, "pin")
+
+
+# --- gates refresh: a recorded checker command re-run by `python -m gates` --------------
+
+
+@pytest.mark.xfail(
+    strict=True, reason="route 7 via refresh: `python -m gates` in the workspace imports its gates/"
+)
+def test_refresh_never_imports_a_gates_package_committed_in_the_audited_repository(
+    ws: Workspace, capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    """Route 7 again, through `gates refresh`: it re-runs a stale checker's recorded command
+    as `python -m gates ...` in the workspace. Without isolated mode the workspace is first on
+    sys.path, so a `gates/__main__.py` the PR commits runs instead of gates, outside every
+    sandbox, with CI's whole environment (the signing key's path among it)."""
+    declare_entrypoints(ws.root)
+    signed_run(ws.root, capsys, "torch", train_losses(5))
+    signed_run(ws.root, capsys, "paddle", train_losses(5))
+    ref, cand = "results/torch/loss.json", "results/paddle/loss.json"
+    assert ws.gates(capsys, "check", "loss", ref, cand, "--required-steps", "5").code == 0
+    signed_run(ws.root, capsys, "paddle", train_losses(5, seed=3))  # the check goes stale
+    stolen = tmp_path / "stolen.txt"
+    payload = (
+        "import os, pathlib\n"
+        f"pathlib.Path({str(stolen)!r}).write_text(os.environ.get('GATES_SIGNING_KEY', ''))\n"
+    )
+    write(ws.root, "gates/__init__.py", payload)
+    write(ws.root, "gates/__main__.py", payload)
+    commit_all(ws.repo, "a helper package that happens to be called gates")
+    refreshed = ws.gates(capsys, "refresh")
+    assert not stolen.exists(), "the PR's gates package ran with CI's environment"
+    assert "exit 0: gates check loss" in refreshed.out, refreshed.out + refreshed.err
+
+
+# --- the run folder: links the PR commits where outputs go ---------------------------------
+
+
+@pytest.mark.parametrize("target", ["../.git/hooks", "torch", "/tmp"])
+def test_a_committed_symlink_as_the_run_folder_is_refused_before_anything_runs(
+    ci: CI, capsys: pytest.CaptureFixture[str], target: str
+) -> None:
+    """`results/paddle` committed as a link (into `.git/hooks`, onto torch's evidence, out of
+    the workspace): emptying it (--clean) or moving outputs into it would plant hooks in CI's
+    clone or destroy the reference's evidence. It is refused by name; nothing is touched."""
+    shutil.rmtree(ci.root / "results/paddle")
+    (ci.root / "results/paddle").symlink_to(target)
+    _pin_pr(ci, capsys, "results/paddle: a link")
+    hooks = sorted(p.name for p in (ci.root / ".git/hooks").iterdir())
+    torch = sorted(p.name for p in (ci.root / "results/torch").iterdir())
+    result = _run_paddle(ci, capsys, "--clean")
+    assert result.code != 0
+    assert "results/paddle" in result.err and "symlink" in result.err, result.err
+    assert sorted(p.name for p in (ci.root / ".git/hooks").iterdir()) == hooks
+    assert sorted(p.name for p in (ci.root / "results/torch").iterdir()) == torch
+    assert "Traceback" not in result.err
