@@ -139,9 +139,6 @@ def _pin_pr(ci: CI, capsys: pytest.CaptureFixture[str], message: str) -> None:
 # --- gates refresh: a recorded checker command re-run by `python -m gates` --------------
 
 
-@pytest.mark.xfail(
-    strict=True, reason="route 7 via refresh: `python -m gates` in the workspace imports its gates/"
-)
 def test_refresh_never_imports_a_gates_package_committed_in_the_audited_repository(
     ws: Workspace, capsys: pytest.CaptureFixture[str], tmp_path: Path
 ) -> None:
@@ -149,12 +146,6 @@ def test_refresh_never_imports_a_gates_package_committed_in_the_audited_reposito
     as `python -m gates ...` in the workspace. Without isolated mode the workspace is first on
     sys.path, so a `gates/__main__.py` the PR commits runs instead of gates, outside every
     sandbox, with CI's whole environment (the signing key's path among it)."""
-    declare_entrypoints(ws.root)
-    signed_run(ws.root, capsys, "torch", train_losses(5))
-    signed_run(ws.root, capsys, "paddle", train_losses(5))
-    ref, cand = "results/torch/loss.json", "results/paddle/loss.json"
-    assert ws.gates(capsys, "check", "loss", ref, cand, "--required-steps", "5").code == 0
-    signed_run(ws.root, capsys, "paddle", train_losses(5, seed=3))  # the check goes stale
     stolen = tmp_path / "stolen.txt"
     payload = (
         "import os, pathlib\n"
@@ -162,7 +153,15 @@ def test_refresh_never_imports_a_gates_package_committed_in_the_audited_reposito
     )
     write(ws.root, "gates/__init__.py", payload)
     write(ws.root, "gates/__main__.py", payload)
+    declare_entrypoints(ws.root)
     commit_all(ws.repo, "a helper package that happens to be called gates")
+    assert ws.gates(capsys, "freeze", "pin", "HEAD").code == 0
+    commit_all(ws.repo, "pin")
+    signed_run(ws.root, capsys, "torch", train_losses(5))
+    signed_run(ws.root, capsys, "paddle", train_losses(5))
+    ref, cand = "results/torch/loss.json", "results/paddle/loss.json"
+    assert ws.gates(capsys, "check", "loss", ref, cand, "--required-steps", "5").code == 0
+    signed_run(ws.root, capsys, "paddle", train_losses(5, seed=3))  # the check goes stale
     refreshed = ws.gates(capsys, "refresh")
     assert not stolen.exists(), "the PR's gates package ran with CI's environment"
     assert "exit 0: gates check loss" in refreshed.out, refreshed.out + refreshed.err
