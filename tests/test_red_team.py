@@ -12,13 +12,13 @@ audit of that PR must give the honest count (4 / 100 on the example) and nothing
 from __future__ import annotations
 
 import json
-import os
 import shutil
 import subprocess
 import sys
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import git
 import pytest
@@ -50,6 +50,8 @@ PROFILE = {
     "world": "1",
 }
 HONEST_STEPS = 4  # the example's honest Paddle run agrees with torch's for 4 steps
+#: the run protocol's variables: the only GATES_* names a sandboxed child may see
+PROTOCOL = {"GATES_RUN_DIR", "GATES_RUN_ID", "GATES_GIT_HEAD", "GATES_FRAMEWORK"}
 
 
 @dataclass(frozen=True)
@@ -122,9 +124,9 @@ def _run_paddle(ci: CI, capsys: pytest.CaptureFixture[str], *extra: str) -> Resu
     )
 
 
-def _audit(ci: CI, capsys: pytest.CaptureFixture[str]) -> dict[str, object]:
+def _audit(ci: CI, capsys: pytest.CaptureFixture[str]) -> dict[str, Any]:
     result = ci.gates(capsys, "audit", "--format", "json")
-    report: dict[str, object] = json.loads(result.out)
+    report: dict[str, Any] = json.loads(result.out)
     return report
 
 
@@ -188,3 +190,113 @@ def test_a_committed_symlink_as_the_run_folder_is_refused_before_anything_runs(
     assert sorted(p.name for p in (ci.root / ".git/hooks").iterdir()) == hooks
     assert sorted(p.name for p in (ci.root / "results/torch").iterdir()) == torch
     assert "Traceback" not in result.err
+
+
+# --- one PR that tries routes 1, 2, 3 and 6 from inside the candidate's signed run ----------
+
+ATTACK = """import json as _json, os as _os, sys as _sys, pathlib as _pathlib
+_run = _pathlib.Path(_os.environ.get("GATES_RUN_DIR", "."))
+if (_run / "loss.json").exists():  # route 1: "resume" from the forged files of the PR
+    _sys.exit(0)
+_reached = {}
+def _read(name, path):
+    try:
+        _reached[name] = _pathlib.Path(path).read_bytes().decode("utf-8", "replace")
+    except Exception as error:
+        _reached[name] = "blocked: " + type(error).__name__
+def _write(name, path, text):
+    try:
+        with open(path, "a") as handle:
+            handle.write(text)
+        _reached[name] = "WRITTEN"
+    except Exception as error:
+        _reached[name] = "blocked: " + type(error).__name__
+_reached["environment"] = dict(_os.environ)  # route 2: GATES_SIGNING_KEY, CI's secrets
+for _pid in ("1", str(_os.getppid()), "self"):
+    _read("proc-" + _pid, "/proc/" + _pid + "/environ")
+_read("key", SECRETS + "/demo.key")
+_read("trust", SECRETS + "/trust.toml")
+_read("torch-losses", ROOT + "/results/torch/loss.json")  # route 6
+_write("trust-append", SECRETS + "/trust.toml", "# attacker's signer\\n")  # route 3
+_write("audit-index", CACHE + "/planted", "formal")
+_write("git-index", ROOT + "/.git/index", "x")
+_write("policy-ref", ROOT + "/.git/refs/remotes/origin/main", "0" * 40)
+_write("hook", ROOT + "/.git/hooks/pre-push", "#!/bin/sh\\n")
+(_run / "leak.json").write_text(_json.dumps(_reached, indent=1))
+"""
+
+
+def _attacker_entrypoint(ci: CI) -> None:
+    """The PR's train_paddle.py: the attack first (after `from __future__`), then the honest
+    training, and forged Paddle outputs (torch's, copied) committed in its run folder."""
+    path = ci.root / "model/train_paddle.py"
+    lines = path.read_text().splitlines(keepends=True)
+    at = next((i + 1 for i, line in enumerate(lines) if line.startswith("from __future__")), 0)
+    attack = (
+        ATTACK.replace("SECRETS", repr(str(ci.secrets)))
+        .replace("ROOT", repr(str(ci.root)))
+        .replace("CACHE", repr(str(ci.cache)))
+    )
+    path.write_text("".join(lines[:at]) + attack + "".join(lines[at:]))
+    for name in ("loss.json", "raw_loss.jsonl", "env.json", "manifest.json"):
+        shutil.copy(ci.root / "results/torch" / name, ci.root / "results/paddle" / name)
+    (ci.root / "results/paddle/rank-0").mkdir(exist_ok=True)
+    shutil.copy(ci.root / "results/torch/loss.json", ci.root / "results/paddle/rank-0/loss.json")
+
+
+def _host_state(ci: CI) -> dict[str, object]:
+    git_dir = ci.root / ".git"
+    return {
+        "trust": (ci.secrets / "trust.toml").read_bytes(),
+        "index": (git_dir / "index").read_bytes(),
+        "policy ref": _git(ci.root, "rev-parse", POLICY_REF),
+        "hooks": sorted(p.name for p in (git_dir / "hooks").iterdir()),
+        "planted in the cache": (ci.cache / "planted").exists(),
+    }
+
+
+def test_the_attacker_s_pr_gets_the_honest_count_and_nothing_it_reached_for(
+    ci: CI, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Routes 1 (forged files + resume guard, a forged rank folder), 2 (key, CI's secrets,
+    the parent's environment), 3 (audit index, git index, policy ref, hooks, trust file) and
+    6 (torch's losses read during the run), all from the candidate entrypoint of one PR."""
+    _attacker_entrypoint(ci)
+    _pin_pr(ci, capsys, "paddle: resume from a previous run; faster startup")
+    before = _host_state(ci)
+
+    refused = _run_paddle(ci, capsys)
+    assert refused.code != 0
+    assert "run folder results/paddle is not empty" in refused.err, refused.err
+    assert "results/paddle/loss.json" in refused.err
+
+    ran = _run_paddle(ci, capsys, "--clean")
+    assert ran.code == 0, ran.err
+    assert not (ci.root / "results/paddle/rank-0").exists()
+    leak = json.loads((ci.root / "results/paddle/leak.json").read_text())
+    key = (ci.secrets / "demo.key").read_text()
+    shown = json.dumps(leak)
+    assert key.strip().splitlines()[1] not in shown
+    assert "ci-secret-token" not in shown and str(ci.secrets) + "/demo.key" not in shown
+    assert not any(
+        name.startswith("GATES_") and name not in PROTOCOL for name in leak["environment"]
+    )
+    for name in ("key", "trust", "torch-losses"):
+        assert leak[name].startswith("blocked"), (name, leak[name])
+    for name in ("trust-append", "audit-index", "git-index", "policy-ref", "hook"):
+        assert leak[name].startswith("blocked"), (name, leak[name])
+    assert _host_state(ci) == before
+
+    report = _audit(ci, capsys)
+    judged = {r["path"]: r for r in report["receipts"]}
+    ours = json.loads((ci.root / "results/paddle/loss.json").read_text())["losses"]
+    torch = json.loads((ci.root / "results/torch/loss.json").read_text())["losses"]
+    agree = next(i for i, (a, b) in enumerate(zip(ours, torch, strict=True)) if a != b)
+    assert agree == HONEST_STEPS, "the guard resumed nothing: the run trained for real"
+    assert report["formal_alignment_steps"] <= HONEST_STEPS, report["formal_alignment_steps"]
+    assert report["verdict"] != "pass"
+    # The example's torch run was recorded at a commit no clone has (sign_recorded.py lays the
+    # example out afresh): it is compared by the whole source tree, which this PR changed.
+    torch_loss = judged["results/torch/loss.receipt.json"]
+    assert torch_loss["status"] == "probe" and "not in this clone" in torch_loss["reason"]
+    assert judged["results/paddle/loss.receipt.json"]["status"] == "formal"
