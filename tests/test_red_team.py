@@ -300,3 +300,93 @@ def test_the_attacker_s_pr_gets_the_honest_count_and_nothing_it_reached_for(
     torch_loss = judged["results/torch/loss.receipt.json"]
     assert torch_loss["status"] == "probe" and "not in this clone" in torch_loss["reason"]
     assert judged["results/paddle/loss.receipt.json"]["status"] == "formal"
+
+
+# --- route 4: names that resolve elsewhere ---------------------------------------------------
+
+
+def test_a_local_branch_or_tag_named_like_the_policy_ref_never_gives_the_pr_s_policy(
+    ci: CI, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The PR's scripts create `refs/heads/origin/main` and a tag `main` at the PR's own
+    commit, whose policy waives everything. The full refname CI sets still names the
+    protected commit; a short name is an error listing the candidates."""
+    protected = _git(ci.root, "rev-parse", POLICY_REF)
+    write(
+        ci.root,
+        "contracts/all.waiver.toml",
+        'contract = "*"\nowner = "me"\nreason = "x"\nexpires = 2099-12-31\n',
+    )
+    commit_all(ci.repo, "waive")
+    _git(ci.root, "branch", "origin/main")
+    _git(ci.root, "tag", "main")
+    report = _audit(ci, capsys)
+    assert report["policy"]["ref"] == POLICY_REF and report["policy"]["commit"] == protected
+    assert report["verdict"] != "pass"
+    for short in ("origin/main", "main"):
+        monkeypatch.setenv("GATES_POLICY_REF", short)
+        result = ci.gates(capsys, "audit")
+        assert result.code == 2, result.out
+        assert f"{short} is ambiguous" in result.err, result.err
+        assert "verdict=pass" not in result.out
+
+
+# --- route 5: what runs is not what was frozen -----------------------------------------------
+
+
+def test_a_symlinked_entrypoint_into_an_evidence_location_is_refused_and_nothing_signed(
+    ci: CI, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """train_paddle.py committed as a link into experiments/, where the real code can change
+    after the pin with the freeze passing."""
+    entry = ci.root / "model/train_paddle.py"
+    shutil.copy(entry, ci.root / "experiments/train_paddle.py")
+    entry.unlink()
+    entry.symlink_to("../experiments/train_paddle.py")
+    _pin_pr(ci, capsys, "paddle: entrypoint moved")
+    shutil.rmtree(ci.root / "results/paddle")
+    result = _run_paddle(ci, capsys)
+    assert result.code != 0
+    assert "model/train_paddle.py" in result.err and "symlink" in result.err, result.err
+    assert not (ci.root / "results/paddle/run.receipt.json").exists()
+
+
+# --- new route: the PR's own [sandbox] settings -------------------------------------------------
+
+
+def test_the_pr_s_sandbox_settings_are_proposed_never_applied(
+    ci: CI, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The PR's gates.toml declares CI's secrets folder an input, passes CI's token and the
+    key's variable through `[sandbox] env`, opens the network, drops `required` and lists
+    paddle as `recorded`: none of it is read from the PR; the run sees none of it."""
+    config = ci.root / "gates.toml"
+    text = config.read_text().replace(
+        'required = true\nrecorded = ["torch"]',
+        f'required = false\nrecorded = ["torch", "paddle"]\nnetwork = true\n'
+        f'env = ["CI_JOB_TOKEN", "GATES_SIGNING_KEY"]\ninputs = [{json.dumps(str(ci.secrets))}]',
+    )
+    assert text != config.read_text()
+    config.write_text(text)
+    _attacker_entrypoint(ci)
+    _pin_pr(ci, capsys, "sandbox: the data we need")
+    ran = _run_paddle(ci, capsys, "--clean")
+    assert ran.code == 0, ran.err
+    leak = json.loads((ci.root / "results/paddle/leak.json").read_text())
+    assert leak["key"].startswith("blocked") and leak["trust"].startswith("blocked")
+    assert "CI_JOB_TOKEN" not in leak["environment"]
+    assert "GATES_SIGNING_KEY" not in leak["environment"]
+    receipt = json.loads((ci.root / "results/paddle/run.receipt.json").read_text())
+    isolation = receipt["provenance"]["run"]["isolation"]
+    assert isolation["network"] is False and isolation["inputs"] == {}
+    report = _audit(ci, capsys)
+    assert any("gates.toml" in change for change in report["policy"]["proposed_changes"])
+
+    # and a run made without the sandbox stays probe: `required` is the protected policy's
+    ran = _run_paddle(ci, capsys, "--clean", "--no-sandbox")
+    assert ran.code == 1 and "the policy in force requires the sandbox" in ran.out + ran.err
+    ran = _run_paddle(ci, capsys, "--clean", "--no-sandbox", "--force")
+    assert ran.code == 0, ran.err
+    judged = {r["path"]: r for r in _audit(ci, capsys)["receipts"]}
+    run = judged["results/paddle/run.receipt.json"]
+    assert run["status"] == "probe" and "run not isolated" in run["reason"], run
