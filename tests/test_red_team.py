@@ -390,3 +390,25 @@ def test_the_pr_s_sandbox_settings_are_proposed_never_applied(
     judged = {r["path"]: r for r in _audit(ci, capsys)["receipts"]}
     run = judged["results/paddle/run.receipt.json"]
     assert run["status"] == "probe" and "run not isolated" in run["reason"], run
+
+
+# --- new route: the run log's folder committed as a link -------------------------------------
+
+
+@pytest.mark.xfail(strict=True, reason="new route: .gates link, the run log is written outside")
+def test_a_committed_gates_folder_link_does_not_let_the_run_write_outside_the_workspace(
+    ci: CI, capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    """`.gates` (where `gates run` keeps the child's stderr as `.gates/runs/<id>.log`) committed
+    as a link to a folder outside the workspace: the run's log, whose content the PR's code
+    writes, must not land there."""
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    (ci.root / ".gates").symlink_to(outside)
+    _pin_pr(ci, capsys, "tooling: share the run logs")
+    result = _run_paddle(ci, capsys, "--clean")
+    assert list(outside.iterdir()) == [], (result.code, result.err[-500:])
+    assert result.code != 0
+    assert "run log '.gates/runs/" in result.err and "symlink (.gates)" in result.err, result.err
+    assert not (ci.root / "results/paddle/run.receipt.json").exists()
+    assert "Traceback" not in result.err
