@@ -395,7 +395,6 @@ def test_the_pr_s_sandbox_settings_are_proposed_never_applied(
 # --- new route: the run log's folder committed as a link -------------------------------------
 
 
-@pytest.mark.xfail(strict=True, reason="new route: .gates link, the run log is written outside")
 def test_a_committed_gates_folder_link_does_not_let_the_run_write_outside_the_workspace(
     ci: CI, capsys: pytest.CaptureFixture[str], tmp_path: Path
 ) -> None:
