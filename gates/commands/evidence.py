@@ -262,8 +262,10 @@ def refresh(
         if dry_run:
             done.append(Refreshed(item.path, item.command, None, ""))
             continue
+        # Isolated mode (-I): the workspace is not on sys.path, so a `gates/` package the
+        # audited repository commits cannot stand in for gates (with CI's environment).
         completed = subprocess.run(  # a checker's own recorded command, vetted
-            [sys.executable, "-m", "gates", *global_options, *item.argv[1:]],
+            [sys.executable, "-I", "-m", "gates", *global_options, *item.argv[1:]],
             cwd=workspace.root,
             capture_output=True,
             text=True,

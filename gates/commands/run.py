@@ -240,8 +240,10 @@ def _quiet_capture(framework: str | None, log: Path) -> dict[str, object]:
 
 
 def run_log_path(root: Path, run_id: str) -> Path:
-    """Where the child's stderr is kept: `.gates/runs/<run id>.log`, never committed."""
-    return root / ".gates" / "runs" / f"{run_id}.log"
+    """Where the child's stderr is kept: `.gates/runs/<run id>.log`, never committed. A
+    committed link on the way (`.gates` -> a folder elsewhere) is refused: the log's content
+    is the PR's code's, and it must not land outside the workspace."""
+    return resolve_inside(root, f".gates/runs/{run_id}.log", what="run log")
 
 
 def _signal_name(code: int, sandboxed: bool) -> str | None:
