@@ -1,3 +1,3 @@
-from gates.cli import main
+from gates.fastpath import main
 
 main()
