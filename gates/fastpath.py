@@ -130,17 +130,22 @@ class _Digest:
         """The stat key of ``path`` (not followed), or that it is missing."""
         try:
             info = os.lstat(path)
-        except FileNotFoundError:
+        except (FileNotFoundError, NotADirectoryError):
             self.line(label, path, "missing")
             return
         self.newest_ns = max(self.newest_ns, info.st_mtime_ns, info.st_ctime_ns)
         self.line(label, path, info.st_mode, _key(info))
 
-    def tree(self, label: str, top: str, *, skip_top: tuple[str, ...] = ()) -> None:
-        """Every entry under ``top``: stat keys, symlinks' targets; a symlinked folder or an
-        unreadable folder is :class:`IneligibleError`."""
-        self.stat(label, top)
-        for relpath, info in _walk(top, "", skip_top):
+    def tree(self, label: str, top: str, *, skip_top: str = "", skip_all: str = "") -> None:
+        """Every entry under ``top``: the stat keys of files and symlinks (and of symlinks'
+        targets), the names and modes of folders (a folder's times move when Python writes
+        bytecode into it, and every change they stand for shows in its listing); a symlinked
+        or unreadable folder is :class:`IneligibleError`."""
+        self.line(label, top, os.stat(top).st_mode)
+        for relpath, info in _walk(top, "", skip_top, skip_all):
+            if stat.S_ISDIR(info.st_mode):
+                self.line(relpath, info.st_mode)
+                continue
             self.newest_ns = max(self.newest_ns, info.st_mtime_ns, info.st_ctime_ns)
             self.line(relpath, info.st_mode, _key(info))
             if stat.S_ISLNK(info.st_mode):
@@ -155,19 +160,21 @@ class _Digest:
                 self.line(relpath, "->", _key(target))
 
 
-def _walk(top: str, prefix: str, skip: tuple[str, ...]) -> Iterator[tuple[str, os.stat_result]]:
+def _walk(
+    top: str, prefix: str, skip_top: str, skip_all: str
+) -> Iterator[tuple[str, os.stat_result]]:
     try:
         entries = sorted(os.scandir(f"{top}/{prefix}" if prefix else top), key=lambda e: e.name)
     except OSError as exc:
         raise IneligibleError(f"{top}/{prefix}: unreadable") from exc
     for entry in entries:
-        if not prefix and entry.name in skip:
+        if entry.name == skip_all or (not prefix and entry.name == skip_top):
             continue
         relpath = f"{prefix}/{entry.name}" if prefix else entry.name
         info = entry.stat(follow_symlinks=False)
         yield relpath, info
         if stat.S_ISDIR(info.st_mode):
-            yield from _walk(top, relpath, ())
+            yield from _walk(top, relpath, skip_top, skip_all)
 
 
 def _nearest(start: str, name: str) -> str | None:
@@ -200,26 +207,27 @@ def _git_dirs(worktree: str) -> tuple[str, str]:
     return os.path.realpath(git_dir), os.path.realpath(common)
 
 
-def _trust_keys(path: str) -> list[str]:
-    """The `public_key` paths a trust file names (relative to its folder)."""
-    import tomllib  # noqa: PLC0415  (only when a trust file is given)
-
-    with open(path, "rb") as handle:
-        data = tomllib.load(handle)
+def _quoted_strings(text: str) -> list[str]:
+    """Every string of a TOML document (a superset of the key paths a trust file names),
+    without importing tomllib (and `re` with it); escapes and multi-line strings are
+    :class:`IneligibleError` rather than parsed."""
+    if "\\" in text or '"""' in text or "'''" in text:
+        raise IneligibleError("a trust file with escapes or multi-line strings")
     found: list[str] = []
-
-    def visit(node: Any) -> None:
-        if isinstance(node, dict):
-            for key, value in node.items():
-                if key == "public_key" and isinstance(value, str):
-                    found.append(value)
-                else:
-                    visit(value)
-        elif isinstance(node, list):
-            for item in node:
-                visit(item)
-
-    visit(data)
+    position, length = 0, len(text)
+    while position < length:
+        char = text[position]
+        if char == "#":
+            newline = text.find("\n", position)
+            position = length if newline < 0 else newline + 1
+        elif char in "\"'":
+            end = text.find(char, position + 1)
+            if end < 0:
+                raise IneligibleError("an unterminated string in the trust file")
+            found.append(text[position + 1 : end])
+            position = end + 1
+        else:
+            position += 1
     return found
 
 
@@ -258,19 +266,37 @@ def fingerprint(request: Request) -> tuple[str, int]:
     for name in sorted(os.environ):
         if name.startswith(_ENV_PREFIXES) or name in _ENV_NAMES:
             digest.line("env", name, os.environ[name])
+    _gates_itself(digest)
+    root = workspace_root(request)
+    digest.line("workspace", root)
+    _repository(digest, root)
+    trust = trust_option or os.environ.get("GATES_TRUST")
+    if trust:
+        _trust_file(digest, os.path.abspath(os.path.expanduser(trust)))
+    return digest.hash.hexdigest(), digest.newest_ns
+
+
+def _gates_itself(digest: _Digest) -> None:
+    """The interpreter, the folders it imports from, gates' files and its shipped data."""
     digest.line("python", sys.executable, sys.version, sys.flags)
     for folder in sys.path:
         digest.stat("sys.path", folder or os.getcwd())
-    digest.tree("gates", _package_folder(), skip_top=("__pycache__",))
+    # bytecode is checked against its source by Python; the first run after an edit writes it
+    digest.tree("gates", _package_folder(), skip_all="__pycache__")
+    if not os.path.isdir(os.path.join(_package_folder(), "_data")):  # a checkout (resources.py)
+        checkout = os.path.dirname(_package_folder())
+        for data in ("receipts/schemas", "contracts"):
+            digest.tree("gates-data", os.path.join(checkout, data), skip_all="__pycache__")
 
-    root = workspace_root(request)
-    digest.line("workspace", root)
+
+def _repository(digest: _Digest, root: str) -> None:
+    """The git worktree holding the workspace (every file), and git's own state."""
     worktree = _nearest(root, ".git")
     if worktree is None:
         raise IneligibleError("no git repository")
     git_dir, common_dir = _git_dirs(worktree)
     digest.line("git", worktree, git_dir, common_dir)
-    digest.tree("worktree", worktree, skip_top=(".git",))
+    digest.tree("worktree", worktree, skip_top=".git")
     for name in _GIT_FILES:
         digest.stat("git", os.path.join(git_dir, name))
     for name in _GIT_COMMON_FILES:
@@ -289,22 +315,23 @@ def fingerprint(request: Request) -> tuple[str, int]:
     ):
         digest.stat("git-user", path)
 
-    trust = trust_option or os.environ.get("GATES_TRUST")
-    if trust:
-        trust_path = os.path.abspath(os.path.expanduser(trust))
-        digest.stat("trust", trust_path)
-        try:
-            with open(trust_path, "rb") as handle:
-                digest.line("trust-bytes", hashlib.sha256(handle.read()).hexdigest())
-            keys = _trust_keys(trust_path)
-        except (OSError, ValueError) as exc:
-            raise IneligibleError(f"{trust_path}: unreadable trust file") from exc
-        for relpath in keys:
-            key_path = os.path.join(os.path.dirname(trust_path), relpath)
-            digest.stat("trust-key", key_path)
-            if os.path.islink(key_path):
-                digest.stat("trust-key-target", os.path.realpath(key_path))
-    return digest.hash.hexdigest(), digest.newest_ns
+
+def _trust_file(digest: _Digest, trust_path: str) -> None:
+    """The trust file's bytes and the stat keys of the public keys it names (any string in it
+    that names a file: the public keys are among them)."""
+    digest.stat("trust", trust_path)
+    try:
+        with open(trust_path, "rb") as handle:
+            data = handle.read()
+        strings = _quoted_strings(data.decode("utf-8"))
+    except (OSError, ValueError) as exc:
+        raise IneligibleError(f"{trust_path}: unreadable trust file") from exc
+    digest.line("trust-bytes", hashlib.sha256(data).hexdigest())
+    for relpath in strings:  # each string that names a file is a key path, or harmless
+        key_path = os.path.join(os.path.dirname(trust_path), relpath)
+        digest.stat("trust-key", key_path)
+        if os.path.islink(key_path):
+            digest.stat("trust-key-target", os.path.realpath(key_path))
 
 
 def store_path(request: Request) -> str | None:
@@ -390,7 +417,7 @@ def store(code: int, *, external_roots: bool) -> None:
         return
     try:
         after, newest_ns = fingerprint(armed.request)
-    except (IneligibleError, OSError):
+    except (IneligibleError, OSError, ValueError):
         return
     if after != armed.before or time.time_ns() - newest_ns <= RACY_WINDOW_NS:
         return
