@@ -56,7 +56,7 @@ STORE_VERSION = b"gates-fastpath 1"
 #: The formats whose whole output is stdout (`github` also appends to the job summary file).
 FORMATS = ("text", "json", "junit")
 RACY_WINDOW_NS = 2_000_000_000
-_ENV_PREFIXES = ("GATES_", "GIT_", "LC_", "XDG_", "PYTHON", "GITHUB_")
+_ENV_PREFIXES = ("GATES_", "GIT_", "LC_", "XDG_", "PYTHON", "GITHUB_", "PRE_COMMIT")
 _ENV_NAMES = frozenset(
     ("HOME", "LANG", "LANGUAGE", "TZ", "PATH", "TERM", "NO_COLOR", "FORCE_COLOR", "CI", "COLUMNS")
 )
@@ -69,6 +69,9 @@ _GIT_COMMON_FILES = (
     "shallow",
     "objects/info/alternates",
 )
+#: What pre-commit sets at pre-push (gates/commands/freeze_script.py): the freeze script
+#: then judges the pushed commit, which the warm path does not answer for.
+_PUSHED_REF_VARIABLES = ("PRE_COMMIT_TO_REF", "PRE_COMMIT_LOCAL_BRANCH")
 #: The options before `audit` that take a value, and what each sets.
 _GLOBAL_OPTIONS = {"-C": "directory", "--policy-ref": "policy_ref", "--trust": "trust"}
 
@@ -109,6 +112,27 @@ def parse_request(argv: list[str]) -> Request | None:
         options.get("trust"),
         options["format"],
     )
+
+
+def parse_freeze_request(argv: list[str]) -> Request | None:
+    """The same for `audit_source_freeze.py [-C DIR] [--json] [--policy-ref REF]` (a --ref
+    run, or one at pre-push under pre-commit, judges a named commit: not answered here)."""
+    options: dict[str, str] = {"directory": ".", "format": "freeze-text"}
+    args = list(argv)
+    while args:
+        arg = args.pop(0)
+        name, eq, value = arg.partition("=")
+        if arg == "--json":
+            options["format"] = "freeze-json"
+            continue
+        target = {"-C": "directory", "--policy-ref": "policy_ref"}.get(name)
+        if target is None or (not eq and not args):
+            return None
+        options[target] = value if eq else args.pop(0)
+    if any(os.environ.get(name) for name in _PUSHED_REF_VARIABLES):
+        return None
+    argv_key = ("audit_source_freeze", *argv)
+    return (argv_key, options["directory"], options.get("policy_ref"), None, options["format"])
 
 
 def _key(info: os.stat_result) -> str:
@@ -402,7 +426,7 @@ def recording(echo: Callable[[str], None]) -> Callable[[str], None]:
     armed = _ARMED[0]
 
     def tee(text: str) -> None:
-        armed.stdout.append(text)
+        armed.stdout.append(text + "\n")  # what click.echo writes
         echo(text)
 
     return tee
@@ -413,20 +437,34 @@ def store(code: int, *, external_roots: bool) -> None:
     armed = _ARMED.pop() if _ARMED else None
     if armed is None or code not in (0, 1) or external_roots or armed.stderr_written:
         return
-    if len(armed.stdout) != 1:
-        return
     try:
         after, newest_ns = fingerprint(armed.request)
     except (IneligibleError, OSError, ValueError):
         return
     if after != armed.before or time.time_ns() - newest_ns <= RACY_WINDOW_NS:
         return
-    body = armed.stdout[0] + "\n"
+    body = "".join(armed.stdout)
     _write_atomic(
         armed.path,
         b"\n".join((STORE_VERSION, after.encode(), str(code).encode(), b""))
         + body.encode("utf-8", "surrogateescape"),
     )
+
+
+class _RecordingStdout:
+    """sys.stdout, keeping what is written (the freeze script prints with `print`)."""
+
+    def __init__(self, stream: Any, armed: _Armed) -> None:
+        self._stream = stream
+        self._armed = armed
+
+    def write(self, text: str) -> int:
+        self._armed.stdout.append(text)
+        written: int = self._stream.write(text)
+        return written
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._stream, name)
 
 
 class _FlaggingStderr:
@@ -446,11 +484,11 @@ class _FlaggingStderr:
         return getattr(self._stream, name)
 
 
-def warm_answer(argv: list[str]) -> int | None:
+def warm_answer(argv: list[str], *, freeze_script: bool = False) -> int | None:
     """The exit code after printing a stored report for ``argv``, or None (then arms the
     full path to store one when ``argv`` is an eligible audit)."""
     _ARMED.clear()
-    request = parse_request(argv)
+    request = parse_freeze_request(argv) if freeze_script else parse_request(argv)
     if request is None:
         return None
     try:
@@ -480,3 +518,28 @@ def main() -> Any:
     from gates.cli import main as full_main  # noqa: PLC0415  (only when the warm path misses)
 
     return full_main()
+
+
+def freeze_main() -> int:
+    """`audit_source_freeze.py` / `audit-source-freeze`: the stored answer when it holds."""
+    argv = sys.argv[1:]
+    code = warm_answer(argv, freeze_script=True)
+    if code is not None:
+        return code
+    from gates.commands.freeze_script import main as full_main  # noqa: PLC0415  (a miss)
+
+    if not _ARMED:
+        return full_main(argv)
+    real_stdout = sys.stdout
+    sys.stdout = _RecordingStdout(real_stdout, _ARMED[0])
+    try:
+        code = full_main(argv)
+    finally:
+        sys.stdout = real_stdout
+    store(code, external_roots=False)  # the freeze reads no evidence
+    return code
+
+
+def freeze_run() -> None:
+    """The `audit-source-freeze` console script."""
+    sys.exit(freeze_main())

@@ -74,10 +74,16 @@ def audit(
 
 
 def stored(root: Path, *args: str, **kwargs: object) -> Answer:
-    """Age the tree past the racy window, run the full path (which stores), then the warm."""
+    """Age the tree past the racy window, run the full path (which stores), then the warm.
+
+    A first audit after a change may not store: git refreshes the index's stat data during
+    it (the index changed under the audit), so the second one stores."""
     time.sleep(RACY_WAIT_S)
     full = audit(root, *args, **kwargs)  # type: ignore[arg-type]
     warm = audit(root, *args, **kwargs)  # type: ignore[arg-type]
+    if warm.path == "full":
+        assert (warm.code, warm.out) == (full.code, full.out)
+        warm = audit(root, *args, **kwargs)  # type: ignore[arg-type]
     assert warm.path == "warm", "the report of an unchanged state was not stored"
     assert (warm.code, warm.out) == (full.code, full.out)
     return warm
@@ -295,3 +301,56 @@ def test_ten_thousand_receipts_answer_warm_byte_for_byte(tmp_path: Path) -> None
         assert (warm.code, warm.out) == (full.code, full.out)
     os.utime(root / "results" / "run09" / "step09999.json")
     assert audit(root, "--format", "json").path == "full"
+
+
+FREEZE_PROBE = """
+import runpy, sys
+sys.argv = [{script!r}, *{args!r}]
+try:
+    runpy.run_path({script!r}, run_name="__main__")
+    code = 0
+except SystemExit as done:
+    code = done.code
+sys.stdout.flush()
+print("PATH=" + ("full" if "gates.freeze" in sys.modules else "warm"), file=sys.stderr)
+sys.exit(code)
+"""
+
+
+def freeze(root: Path, *args: str) -> Answer:
+    """`audit_source_freeze.py -C ROOT ARGS` in a real subprocess."""
+    script = str(REPO_ROOT / "audit_source_freeze.py")
+    code = FREEZE_PROBE.format(script=script, args=["-C", str(root), *args])
+    done = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, check=False, cwd=root.parent
+    )
+    err = done.stderr.decode()
+    path = err.rsplit("PATH=", 1)[-1].strip()
+    assert path in ("full", "warm"), err
+    return Answer(done.returncode, done.stdout, path)
+
+
+def test_the_freeze_script_answers_warm_until_the_tree_changes(ws: Workspace) -> None:
+    for args in ((), ("--json",)):
+        time.sleep(RACY_WAIT_S)
+        full = freeze(ws.root, *args)
+        warm = freeze(ws.root, *args)
+        assert full.path == "full"
+        assert warm.path == "warm"
+        assert (warm.code, warm.out) == (full.code, full.out) == (0, full.out)
+    _edit_source(ws)
+    edited = freeze(ws.root)
+    assert edited.path == "full"
+    assert edited.code == 1
+    assert b"verdict=blocked" in edited.out
+
+
+def test_the_freeze_script_at_pre_push_is_never_answered_warm(ws: Workspace) -> None:
+    time.sleep(RACY_WAIT_S)
+    freeze(ws.root)
+    assert freeze(ws.root).path == "warm"
+    os.environ["PRE_COMMIT_TO_REF"] = "HEAD"
+    try:
+        assert freeze(ws.root).path == "full"
+    finally:
+        del os.environ["PRE_COMMIT_TO_REF"]
