@@ -13,7 +13,7 @@ import sys
 # os.path, not pathlib: the warm answer (gates/fastpath.py) imports the standard library only
 sys.path.insert(0, os.path.dirname(os.path.realpath(__file__)))  # noqa: PTH120
 
-from gates.fastpath import freeze_main
+from gates.entry import freeze_main
 
 
 def main(argv: list[str] | None = None) -> int:

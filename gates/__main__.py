@@ -1,3 +1,3 @@
-from gates.fastpath import main
+from gates.entry import main
 
 main()

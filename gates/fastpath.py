@@ -510,36 +510,15 @@ def warm_answer(argv: list[str], *, freeze_script: bool = False) -> int | None:
     return None
 
 
-def main() -> Any:
-    """The `gates` command: the stored report when it holds, else the full command line."""
-    code = warm_answer(sys.argv[1:])
-    if code is not None:
-        sys.exit(code)
-    from gates.cli import main as full_main  # noqa: PLC0415  (only when the warm path misses)
-
-    return full_main()
-
-
-def freeze_main() -> int:
-    """`audit_source_freeze.py` / `audit-source-freeze`: the stored answer when it holds."""
-    argv = sys.argv[1:]
-    code = warm_answer(argv, freeze_script=True)
-    if code is not None:
-        return code
-    from gates.commands.freeze_script import main as full_main  # noqa: PLC0415  (a miss)
-
+def storing_stdout(run: Callable[[], int]) -> int:
+    """``run()`` with what it prints kept, then stored as the freeze script's answer."""
     if not _ARMED:
-        return full_main(argv)
+        return run()
     real_stdout = sys.stdout
     sys.stdout = _RecordingStdout(real_stdout, _ARMED[0])
     try:
-        code = full_main(argv)
+        code = run()
     finally:
         sys.stdout = real_stdout
     store(code, external_roots=False)  # the freeze reads no evidence
     return code
-
-
-def freeze_run() -> None:
-    """The `audit-source-freeze` console script."""
-    sys.exit(freeze_main())

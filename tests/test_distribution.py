@@ -22,8 +22,8 @@ def test_the_distribution_is_gates_align_with_the_package_version() -> None:
     assert project["name"] == "gates-align"
     assert project["dynamic"] == ["version"]  # read from gates/__init__.py: one source
     # the warm audit answers before click loads (gates/fastpath.py), else gates.cli:main
-    assert project["scripts"]["gates"] == "gates.fastpath:main"
-    assert project["scripts"]["audit-source-freeze"] == "gates.fastpath:freeze_run"
+    assert project["scripts"]["gates"] == "gates.entry:main"
+    assert project["scripts"]["audit-source-freeze"] == "gates.entry:freeze_run"
 
 
 def test_no_doc_installs_the_unrelated_gates_package() -> None:

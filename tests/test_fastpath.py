@@ -30,7 +30,7 @@ if {days}:  # the warm path's clock, moved on (the full path's own date is not n
     real_gmtime = time.gmtime
     time.gmtime = lambda *when: real_gmtime((when[0] if when else time.time()) + {days} * 86400)
 sys.argv = ["gates", *{args!r}]
-from gates.fastpath import main
+from gates.entry import main
 try:
     main()
     code = 0
