@@ -7,12 +7,21 @@ The same check is installed as the `audit-source-freeze` command.
 
 from __future__ import annotations
 
+import os
 import sys
-from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
+# os.path, not pathlib: the warm answer (gates/fastpath.py) imports the standard library only
+sys.path.insert(0, os.path.dirname(os.path.realpath(__file__)))  # noqa: PTH120
 
-from gates.commands.freeze_script import main
+from gates.entry import freeze_main
+
+
+def main(argv: list[str] | None = None) -> int:
+    """The full check, in process (what tests and callers importing this file use)."""
+    from gates.commands.freeze_script import main as full_main  # noqa: PLC0415
+
+    return full_main(argv)
+
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(freeze_main())

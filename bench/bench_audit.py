@@ -3,7 +3,8 @@
 Builds a repository of --files source files and a workspace with --receipts
 receipts (one small subject each), then times, in the same process and on the
 same repository:
-  * `git status --porcelain` against `gates audit` (cold stat cache, then warm);
+  * `git status --porcelain` against `gates audit` (cold stat cache, then warm: the stored
+    report of gates/fastpath.py; and warm from the audit index alone, the report deleted);
   * the raw git commands the freeze check needs against `audit_source_freeze.py`.
 Medians of --repeats runs. Only ratios are meaningful: the machines are shared.
 
@@ -42,6 +43,7 @@ GIT_ENV = {
     "GIT_COMMITTER_NAME": "bench",
     "GIT_COMMITTER_EMAIL": "bench@gates.invalid",
 }
+BENCH_ENV = {**GIT_ENV, "GIT_OPTIONAL_LOCKS": "0", "GIT_NO_REPLACE_OBJECTS": "1"}
 PAST = time.time_ns() - 3600 * 10**9
 
 
@@ -97,6 +99,18 @@ def build_receipts(
 
 Step = tuple[list[str], bytes | None]
 
+#: Deletes the warm path's stored reports of one workspace (gates/fastpath.py).
+DROP_STORED = """
+import sys
+from pathlib import Path
+from gates import fastpath
+folder = fastpath.cache_folder()
+request = fastpath.parse_request(["-C", sys.argv[1], "audit"])
+name = Path(fastpath.store_path(request)).name.split(".report.")[0]
+for path in Path(folder).glob(name + ".report.*"):
+    path.unlink()
+"""
+
 
 def import_totals(command: list[str], cwd: Path) -> tuple[int, float]:
     """(modules imported, summed self import time in ms) of ``command`` under -X importtime."""
@@ -106,6 +120,7 @@ def import_totals(command: list[str], cwd: Path) -> tuple[int, float]:
         capture_output=True,
         text=True,
         check=False,
+        env=BENCH_ENV,  # the timed runs' environment: the warm path keys on it
     )
     selfs = [
         int(line.split(":", 1)[1].split("|")[0])
@@ -113,6 +128,16 @@ def import_totals(command: list[str], cwd: Path) -> tuple[int, float]:
         if line.startswith("import time:") and line.split("|")[0].split(":")[1].strip().isdigit()
     ]
     return len(selfs), round(sum(selfs) / 1000, 1)
+
+
+def fingerprint_seconds(root: Path, repeats: int) -> float:
+    """The warm path's own work, in this process: the fingerprint of one audit request
+    (the walk of the worktree, git's files, gates' files), without Python's start."""
+    from gates import fastpath  # noqa: PLC0415
+
+    request = fastpath.parse_request(["-C", str(root), "audit"])
+    assert request is not None
+    return median_seconds(lambda: fastpath.fingerprint(request), repeats)
 
 
 def median_seconds_of(steps: list[Step], repeats: int, cwd: Path) -> float:
@@ -126,7 +151,7 @@ def median_seconds_of(steps: list[Step], repeats: int, cwd: Path) -> float:
                 cwd=cwd,
                 capture_output=True,
                 check=False,
-                env={**GIT_ENV, "GIT_OPTIONAL_LOCKS": "0", "GIT_NO_REPLACE_OBJECTS": "1"},
+                env=BENCH_ENV,
             )
 
     return median_seconds(once, repeats)
@@ -191,8 +216,14 @@ def main() -> int:
         script = [sys.executable, str(REPO / "audit_source_freeze.py"), "-C", str(root)]
         freeze = median_seconds_of([(script, None)], args.repeats, root)
         raw = median_seconds_of(raw_freeze_git_steps(pin), args.repeats, root)
+        fingerprint_s = fingerprint_seconds(root, args.repeats)
         script_modules, script_ms = import_totals(script[1:], root)
         audit_modules, audit_ms = import_totals(gates[1:], root)
+        # the warm audit as the index alone answers it (the stored report is deleted first),
+        # and what deleting costs on its own
+        stored = [sys.executable, "-c", DROP_STORED, str(root)]
+        index_warm = median_seconds_of([(stored, None), (gates, None)], args.repeats, root)
+        drop_only = median_seconds_of([(stored, None)], args.repeats, root)
         results = {
             "files": args.files,
             "receipts": args.receipts,
@@ -200,7 +231,11 @@ def main() -> int:
             "audit_cold_over_git_status": round(cold / git_status, 2),
             "audit_warm_over_git_status": round(warm / git_status, 2),
             "audit_cold_over_warm": round(cold / warm, 2),
+            "audit_index_warm_over_git_status": round((index_warm - drop_only) / git_status, 2),
+            "audit_stored_over_index_warm": round(warm / (index_warm - drop_only), 3),
             "freeze_script_over_raw_git": round(freeze / raw, 2),
+            "fingerprint_over_git_status": round(fingerprint_s / git_status, 2),
+            "fingerprint_over_raw_git": round(fingerprint_s / raw, 2),
             "freeze_script_import_modules": script_modules,
             "freeze_script_import_ms": script_ms,
             "warm_audit_import_modules": audit_modules,

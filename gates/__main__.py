@@ -1,3 +1,3 @@
-from gates.cli import main
+from gates.entry import main
 
 main()

@@ -111,12 +111,16 @@ _VERIFY_ALL = click.option(
 @pass_state
 def audit(state: State, output_format: str, verify_all: bool) -> None:
     """Evaluate every contract: exit 0 pass, 1 blocked, 2 error."""
+    from gates import fastpath
     from gates.commands import audit as audit_command
     from gates.hashing import verifying_all
 
     try:
         with verifying_all(verify_all):
-            code = audit_command.audit(state.workspace(), output_format=output_format, echo=_echo)
+            workspace = state.workspace()
+            echo = fastpath.recording(_echo)  # the warm path's stored report (gates/fastpath.py)
+            code = audit_command.audit(workspace, output_format=output_format, echo=echo)
+            fastpath.store(code, external_roots=bool(workspace.config.evidence.external.root))
     except Exception as error:
         if output_format == "json":  # stdout holds exactly one JSON document, even now
             _echo(audit_command.error_document(error))
