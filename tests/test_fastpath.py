@@ -312,7 +312,7 @@ try:
 except SystemExit as done:
     code = done.code
 sys.stdout.flush()
-print("PATH=" + ("full" if "gates.freeze" in sys.modules else "warm"), file=sys.stderr)
+print("PATH=" + ("full" if "gates.freeze.check" in sys.modules else "warm"), file=sys.stderr)
 sys.exit(code)
 """
 
