@@ -59,7 +59,8 @@ def find_cycle(graph: dict[str, set[str]]) -> list[str] | None:
 #: The stages of the pipeline, top first: a module may import its own stage and the stages
 #: of later rows, never an earlier row. A stage is a folder of gates/ or a module at its top.
 LAYERS: tuple[tuple[str, ...], ...] = (
-    ("__main__", "cli", "cli_options", "commands"),
+    # the entry points: the warm audit (fastpath, standard library only) before the CLI
+    ("__main__", "entry", "cli", "cli_options", "commands"),
     # the trainer API, and the documented import paths that re-export it
     ("training", "recorder", "env"),
     ("checkers",),
@@ -94,6 +95,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
         "paths",
         "exitcodes",
         "validation",
+        "fastpath",
         "gates",
     ),
 )
