@@ -23,6 +23,7 @@ from typing import Any
 import git
 import pytest
 
+from gates.commands.demo import lay_out
 from tests.helpers import (
     REPO_ROOT,
     Result,
@@ -51,7 +52,14 @@ PROFILE = {
 }
 HONEST_STEPS = 4  # the example's honest Paddle run agrees with torch's for 4 steps
 #: the run protocol's variables: the only GATES_* names a sandboxed child may see
-PROTOCOL = {"GATES_RUN_DIR", "GATES_RUN_ID", "GATES_GIT_HEAD", "GATES_FRAMEWORK"}
+PROTOCOL = {
+    "GATES_RUN_DIR",
+    "GATES_RUN_ID",
+    "GATES_GIT_HEAD",
+    "GATES_FRAMEWORK",
+    "GATES_MODEL_CONFIG",
+    "GATES_STATE_EVERY",
+}
 
 
 @dataclass(frozen=True)
@@ -82,10 +90,8 @@ def ci(
     """The example as the protected `main` (fetched as refs/remotes/origin/main), pinned, and
     a PR branch off it; the demo key, copied outside, is the CI key trusted for both sides."""
     root = tmp_path / "port"
-    shutil.copytree(EXAMPLE, root, ignore=shutil.ignore_patterns("__pycache__", "demo-keys"))
-    (root / ".gitignore").write_text(".gates/\n__pycache__/\n")
-    repo = git.Repo.init(root, initial_branch="main")
-    commit_all(repo, "glm: the port")
+    lay_out(root)  # the example's code commit, the one its recorded torch run was made at
+    repo = git.Repo(root)
     secrets = tmp_path / "ci-secrets"
     secrets.mkdir(mode=0o700)
     for name in ("demo.key", "demo.pub"):
@@ -293,12 +299,10 @@ def test_the_attacker_s_pr_gets_the_honest_count_and_nothing_it_reached_for(
     torch = json.loads((ci.root / "results/torch/loss.json").read_text())["losses"]
     agree = next(i for i, (a, b) in enumerate(zip(ours, torch, strict=True)) if a != b)
     assert agree == HONEST_STEPS, "the guard resumed nothing: the run trained for real"
-    assert report["formal_alignment_steps"] <= HONEST_STEPS, report["formal_alignment_steps"]
+    assert report["formal_alignment_steps"] == HONEST_STEPS, report["formal_alignment_steps"]
     assert report["verdict"] != "pass"
-    # The example's torch run was recorded at a commit no clone has (sign_recorded.py lays the
-    # example out afresh): it is compared by the whole source tree, which this PR changed.
-    torch_loss = judged["results/torch/loss.receipt.json"]
-    assert torch_loss["status"] == "probe" and "not in this clone" in torch_loss["reason"]
+    # the PR changed Paddle code only: the protected torch run stays formal ([sides])
+    assert judged["results/torch/loss.receipt.json"]["status"] == "formal"
     assert judged["results/paddle/loss.receipt.json"]["status"] == "formal"
 
 

@@ -58,7 +58,7 @@ def main() -> int:
         key_copy.chmod(0o600)
         key = load_key(key_copy)
         root = Path(folder) / "glm52-port"
-        lay_out(root)
+        lay_out(root, evidence=False)  # the run was made at the code commit
         pin(open_workspace(root), "HEAD", echo=lambda _: None)
         workspace = open_workspace(root)
         env = json.loads((root / "results/torch/env.json").read_text())

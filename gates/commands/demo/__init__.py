@@ -56,6 +56,10 @@ _IDENTITY = {
     "GIT_AUTHOR_EMAIL": "demo@gates.invalid",
     "GIT_COMMITTER_NAME": "gates demo",
     "GIT_COMMITTER_EMAIL": "demo@gates.invalid",
+    # fixed dates: the example's code commit has one id wherever it is laid out, so the
+    # recorded torch run (signed at that commit by sign_recorded.py) finds it in the clone
+    "GIT_AUTHOR_DATE": "2026-08-19T00:00:00+00:00",
+    "GIT_COMMITTER_DATE": "2026-08-19T00:00:00+00:00",
 }
 PROFILE = {
     "name": "minimum_complete",
@@ -343,14 +347,21 @@ def _rerun(workspace: Workspace, echo: Echo) -> None:
     _audit(workspace, echo)
 
 
-def lay_out(root: Path) -> None:
+def lay_out(root: Path, *, evidence: bool = True) -> None:
     """The example as a git repository on `main`, the way the demo (and the signing of the
-    recorded run) lays it out; its demo keys stay out of it."""
+    recorded run) lays it out; its demo keys stay out of it. The code is one commit of its
+    own (the same id on every machine, the one the recorded torch run was made at); the
+    recorded evidence follows in a second commit, or stays uncommitted (``evidence=False``,
+    for sign_recorded.py)."""
     shutil.copytree(example_dir(), root, ignore=shutil.ignore_patterns("__pycache__", DEMO_KEYS))
     _git(root, "init", "-q", "-b", POLICY_REF)
     (root / ".gitignore").write_text(".gates/\n__pycache__/\n")
-    _git(root, "add", "-A")
+    locations = open_workspace(root).config.evidence.locations
+    _git(root, "add", "-A", "--", ".", *(f":(exclude){path}" for path in locations))
     _git(root, "commit", "-q", "-m", "glm: map official RoPE semantics")
+    if evidence:
+        _git(root, "add", "-A")
+        _git(root, "commit", "-q", "-m", "results: the recorded runs")
 
 
 def _trust_demo_key(folder: Path) -> dict[str, str]:
