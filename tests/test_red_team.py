@@ -23,7 +23,7 @@ from typing import Any
 import git
 import pytest
 
-from gates.commands.demo import lay_out
+from gates.commands.demo import PROFILE, lay_out  # the example's profile and layout
 from tests.helpers import (
     REPO_ROOT,
     Result,
@@ -38,18 +38,6 @@ from tests.lossgen import train_losses
 
 EXAMPLE = REPO_ROOT / "examples" / "glm52-minimal"
 POLICY_REF = "refs/remotes/origin/main"
-PROFILE = {
-    "name": "minimum_complete",
-    "mode": "optimizer",
-    "device": "cpu",
-    "dtype": "float32",
-    "tp": "1",
-    "pp": "1",
-    "ep": "1",
-    "etp": "1",
-    "sp": "false",
-    "world": "1",
-}
 HONEST_STEPS = 4  # the example's honest Paddle run agrees with torch's for 4 steps
 #: the run protocol's variables: the only GATES_* names a sandboxed child may see
 PROTOCOL = {
