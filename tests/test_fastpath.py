@@ -242,7 +242,7 @@ def test_an_edit_to_gates_own_source_falls_back(receipted: Workspace, tmp_path: 
         ignore = shutil.ignore_patterns("__pycache__")
         shutil.copytree(REPO_ROOT / folder, source / folder, ignore=ignore)
     stored(receipted.root, source=source)
-    engine = source / "gates" / "engine.py"
+    engine = source / "gates" / "engine" / "audit.py"
     engine.write_text(engine.read_text() + "\n# patched\n")
     assert audit(receipted.root, source=source).path == "full"
     stored(receipted.root, source=source)
