@@ -9,7 +9,7 @@ import sys
 import traceback
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any, NoReturn, TypeVar
+from typing import TYPE_CHECKING, Any, NoReturn, TypeVar
 
 import click
 
@@ -18,6 +18,9 @@ from gates.errors import GatesError
 from gates.receipts.kinds import ArtifactKind, EvidenceClass, Framework
 from gates.reporters.formats import FORMATS
 from gates.workspace import Workspace, open_workspace
+
+if TYPE_CHECKING:
+    from gates.engine.inputs import AuditInputs
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -30,14 +33,18 @@ class State:
         self.policy_ref = policy_ref
         self.trust = trust
 
-    def workspace(self) -> Workspace:
-        """The workspace under the policy in force (its settings; the worktree's pin)."""
-        from gates.policy.in_force import govern
+    def inputs(self) -> AuditInputs:
+        """The command's inputs: the workspace under the policy in force (its settings; the
+        worktree's pin), that policy, and what is read from it once."""
+        from gates.engine.inputs import load_inputs
 
-        governed, _ = govern(
+        return load_inputs(
             open_workspace(self.directory), ref_option=self.policy_ref, trust=self.trust
         )
-        return governed
+
+    def workspace(self) -> Workspace:
+        """The workspace under the policy in force, for a command that judges nothing."""
+        return self.inputs().workspace
 
     def cwd(self) -> Path:
         """Relative paths on the command line start here (-C DIR, like git -C)."""
@@ -117,10 +124,11 @@ def audit(state: State, output_format: str, verify_all: bool) -> None:
 
     try:
         with verifying_all(verify_all):
-            workspace = state.workspace()
+            inputs = state.inputs()
             echo = fastpath.recording(_echo)  # the warm path's stored report (gates/fastpath.py)
-            code = audit_command.audit(workspace, output_format=output_format, echo=echo)
-            fastpath.store(code, external_roots=bool(workspace.config.evidence.external.root))
+            code = audit_command.audit(inputs, output_format=output_format, echo=echo)
+            external = inputs.workspace.config.evidence.external.root
+            fastpath.store(code, external_roots=bool(external))
     except Exception as error:
         if output_format == "json":  # stdout holds exactly one JSON document, even now
             _echo(audit_command.error_document(error))
@@ -271,7 +279,7 @@ def receipt_verify(state: State, paths: tuple[str, ...], output_format: str) -> 
     from gates.commands import receipt as receipt_command
 
     code = receipt_command.verify(
-        state.workspace(), paths, cwd=state.cwd(), as_json=output_format == "json", echo=_echo
+        state.inputs(), paths, cwd=state.cwd(), as_json=output_format == "json", echo=_echo
     )
     sys.exit(code)
 
@@ -318,7 +326,7 @@ def check_loss(
     from gates.commands import check as check_command
 
     code = check_command.check_loss(
-        state.workspace(),
+        state.inputs(),
         reference,
         candidate,
         required_steps=required_steps,
@@ -341,7 +349,7 @@ def check_determinism(state: State, runs: tuple[str, ...], output: str, output_f
     from gates.commands import check as check_command
 
     code = check_command.check_determinism(
-        state.workspace(),
+        state.inputs(),
         runs,
         output=output,
         cwd=state.cwd(),
@@ -388,7 +396,7 @@ def check_tensors(
         raise click.BadParameter(str(exc), param_hint="--steps") from None
     selection = Selection(step_range, parse_phases(phases) if phases else PHASES, bool(phases))
     code = tensors_command.check_tensors(
-        state.workspace(),
+        state.inputs(),
         reference,
         candidate,
         rules=rules,
@@ -459,7 +467,7 @@ def check_checkpoint(
             )
         with verifying_all(verify_all):
             code = checkpoint_command.merge(
-                state.workspace(),
+                state.inputs(),
                 merge,
                 output=output,
                 cwd=state.cwd(),
@@ -479,7 +487,7 @@ def check_checkpoint(
         raise click.BadParameter(str(exc), param_hint="--shard-range") from None
     with verifying_all(verify_all):
         code = checkpoint_command.check(
-            state.workspace(),
+            state.inputs(),
             folder,
             against=against,
             rules=rules,
@@ -539,7 +547,7 @@ def check_config(
     from gates.commands import config_check
 
     code = config_check.check_config(
-        state.workspace(),
+        state.inputs(),
         official,
         class_path=class_path,
         table=table,
@@ -573,7 +581,7 @@ def probe_consumed(
     from gates.commands import probe as probe_command
 
     code = probe_command.consumed(
-        state.workspace(),
+        state.inputs(),
         entry,
         tensors,
         output=output,
@@ -603,7 +611,7 @@ def inventory_diff(
     from gates.commands import inventory as inventory_command
 
     code = inventory_command.diff(
-        state.workspace(),
+        state.inputs(),
         reference,
         candidate,
         rules=rules,
@@ -647,7 +655,7 @@ def replay(
         run_folder, seed, seed_file, windows, window_steps, explicit, timeout
     )
     code = replay_command.replay(
-        state.workspace(), request, cwd=state.cwd(), as_json=output_format == "json", echo=_echo
+        state.inputs(), request, cwd=state.cwd(), as_json=output_format == "json", echo=_echo
     )
     sys.exit(code)
 
@@ -666,7 +674,7 @@ def steps(state: State, limit: int | None, output_format: str) -> None:
     from gates.commands import steps as steps_command
 
     code = steps_command.steps(
-        state.workspace(), limit=limit, as_json=output_format == "json", echo=_echo
+        state.inputs(), limit=limit, as_json=output_format == "json", echo=_echo
     )
     sys.exit(code)
 
@@ -693,7 +701,7 @@ def status(state: State, output_format: str, lang: str, pr_body: Path | None) ->
     if pr_body is not None and not pr_body.is_absolute():
         pr_body = state.cwd() / pr_body
     code = status_command.status(
-        state.workspace(), output_format=output_format, lang=lang, pr_body=pr_body, echo=_echo
+        state.inputs(), output_format=output_format, lang=lang, pr_body=pr_body, echo=_echo
     )
     sys.exit(code)
 
@@ -707,7 +715,7 @@ def explain(state: State, contract_id: str, output_format: str) -> None:
     from gates.commands import explain as explain_command
 
     code = explain_command.explain(
-        state.workspace(), contract_id, as_json=output_format == "json", echo=_echo
+        state.inputs(), contract_id, as_json=output_format == "json", echo=_echo
     )
     sys.exit(code)
 
@@ -727,7 +735,7 @@ def claims_check(state: State, file: Path, output_format: str) -> None:
 
     path = file if file.is_absolute() else state.cwd() / file
     code = claims_command.claims_check(
-        state.workspace(), path, as_json=output_format == "json", echo=_echo
+        state.inputs(), path, as_json=output_format == "json", echo=_echo
     )
     sys.exit(code)
 
@@ -830,7 +838,7 @@ def run(
         force=force,
         model_config=state.cwd() / model_config if model_config else None,
     )
-    sys.exit(run_command.run(state.workspace(), request, cwd=state.cwd(), echo=_echo))
+    sys.exit(run_command.run(state.inputs(), request, cwd=state.cwd(), echo=_echo))
 
 
 @cli.command("evidence")
@@ -841,7 +849,7 @@ def evidence_list(state: State, output_format: str) -> None:
     command that makes or refreshes it (exit 0 only when all is formal)."""
     from gates.commands import evidence as evidence_command
 
-    workspace = state.workspace()
+    workspace = state.inputs()
     sys.exit(evidence_command.evidence(workspace, as_json=output_format == "json", echo=_echo))
 
 
@@ -855,7 +863,7 @@ def refresh(state: State, dry_run: bool, output_format: str) -> None:
 
     options = evidence_command.root_options(state.directory, state.policy_ref, state.trust)
     code = evidence_command.refresh(
-        state.workspace(),
+        state.inputs(),
         dry_run=dry_run,
         global_options=options,
         as_json=output_format == "json",
@@ -921,7 +929,7 @@ def attest_export(
 
     sys.exit(
         attest_command.export(
-            state.workspace(),
+            state.inputs(),
             state.cwd() / out,
             key_path=key_path,
             as_json=output_format == "json",

@@ -9,9 +9,9 @@ from pathlib import Path
 from gates import exitcodes
 from gates.echo import Echo, note
 from gates.engine.audit import AuditResult, run_audit
+from gates.engine.inputs import AuditInputs
 from gates.errors import GatesError
 from gates.reporters import REPORTERS, github_report
-from gates.workspace import Workspace
 
 
 def exit_code(result: AuditResult) -> int:
@@ -20,8 +20,8 @@ def exit_code(result: AuditResult) -> int:
     return exitcodes.OK if result.verdict == "pass" else exitcodes.BLOCKED
 
 
-def audit(workspace: Workspace, *, output_format: str, echo: Echo) -> int:
-    result = run_audit(workspace)
+def audit(inputs: AuditInputs, *, output_format: str, echo: Echo) -> int:
+    result = run_audit(inputs)
     echo(REPORTERS[output_format](result))
     summary = os.environ.get(github_report.SUMMARY_VARIABLE)
     if output_format == "github" and summary:

@@ -13,10 +13,10 @@ from pathlib import Path
 from gates.atomic import write_text_atomic
 from gates.echo import Echo, note
 from gates.engine.audit import judge_workspace
+from gates.engine.inputs import AuditInputs
 from gates.errors import GatesError
 from gates.freeze.check import FreezeReport, evaluate_freeze
 from gates.paths import is_under, resolve_inside, to_workspace_relpath
-from gates.policy.in_force import policy_of
 from gates.receipts.create import ReceiptRequest, create_receipt
 from gates.receipts.model import ArtifactKind, Framework, Receipt
 from gates.receipts.verify import Status
@@ -56,10 +56,10 @@ class Seed:
     when: str
 
 
-def choose_seed(workspace: Workspace, request: ReplayRequest, cwd: Path) -> Seed:
+def choose_seed(inputs: AuditInputs, request: ReplayRequest, cwd: Path) -> Seed:
     """The verifier's seed: `--seed` (CI's), a seed file outside the workspace, or the
     policy commit and now. A seed from the audited repository is the runner's: refused."""
-    _, policy = policy_of(workspace)
+    workspace, policy = inputs.workspace, inputs.policy
     when = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
     if request.seed_file is not None:
         path = (cwd / request.seed_file).resolve()
@@ -79,9 +79,9 @@ def choose_seed(workspace: Workspace, request: ReplayRequest, cwd: Path) -> Seed
     return Seed(derived_seed(policy.commit, when), "policy+time", policy.commit, when)
 
 
-def _run_receipt(workspace: Workspace, folder: str) -> Receipt:
+def _run_receipt(inputs: AuditInputs, folder: str, freeze: FreezeReport) -> Receipt:
     path = f"{folder}/run.receipt.json"
-    state = judge_workspace(workspace)
+    state = judge_workspace(inputs, freeze=freeze)
     judgement = next((j for j in state.receipts if j.path == path), None)
     if judgement is None:
         raise GatesError(
@@ -140,8 +140,9 @@ def _windows(
 
 
 def replay(
-    workspace: Workspace, request: ReplayRequest, *, cwd: Path, as_json: bool, echo: Echo
+    inputs: AuditInputs, request: ReplayRequest, *, cwd: Path, as_json: bool, echo: Echo
 ) -> int:
+    workspace = inputs.workspace
     signing_key = key_from_environment()
     if signing_key is None:
         raise GatesError(
@@ -155,10 +156,10 @@ def replay(
     if not is_under(folder, workspace.config.evidence.locations):
         raise GatesError(f"run folder {folder} is outside the evidence locations")
     resolve_inside(workspace.root, folder, what="run folder")
-    run = _run_receipt(workspace, folder)
+    run = _run_receipt(inputs, folder, freeze)
     _same_code(freeze, run, folder)
     framework = run.framework.value if run.framework else None
-    params = results_params(workspace)
+    params = results_params(inputs.policy)
     if params is None:
         raise GatesError("no results contract in the policy: no replay protocol declared")
     side = "reference" if run.framework is params.reference_framework else "candidate"
@@ -167,7 +168,7 @@ def replay(
     template = params.reference_replay if side == "reference" else params.candidate_replay
     check_template(template, side)
     commitments, commitments_sha = _commitments(workspace, folder, run)
-    seed = choose_seed(workspace, request, cwd)
+    seed = choose_seed(inputs, request, cwd)
     count = params.replay_windows if request.windows is None else request.windows
     width = params.replay_window_steps if request.window_steps is None else request.window_steps
     windows = _windows(request, commitments, seed, count, width)

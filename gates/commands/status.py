@@ -9,10 +9,10 @@ from gates import exitcodes
 from gates.atomic import write_bytes_atomic
 from gates.echo import Echo
 from gates.engine.audit import AuditResult, run_audit
+from gates.engine.inputs import AuditInputs
 from gates.errors import GatesError
 from gates.reporters import status_md
 from gates.reporters.json_report import audit_object
-from gates.workspace import Workspace
 
 
 def status_object(result: AuditResult, lang: str) -> dict[str, object]:
@@ -40,14 +40,14 @@ def update_pr_body(path: Path, block: str) -> bool:
 
 
 def status(
-    workspace: Workspace,
+    inputs: AuditInputs,
     *,
     output_format: str,
     lang: str,
     pr_body: Path | None,
     echo: Echo,
 ) -> int:
-    result = run_audit(workspace)
+    result = run_audit(inputs)
     if output_format == "json":
         echo(json.dumps(status_object(result, lang), indent=2, ensure_ascii=False))
     else:

@@ -9,10 +9,10 @@ from collections.abc import Sequence
 from gates import exitcodes
 from gates.echo import Echo
 from gates.engine.audit import run_audit
+from gates.engine.inputs import AuditInputs
 from gates.receipts.alignment import Alignment
 from gates.receipts.verify import Status
 from gates.tensors.progress import Progress, tensor_progress
-from gates.workspace import Workspace
 
 
 def float_bits(value: float) -> str:
@@ -140,10 +140,10 @@ def _cell(value: object) -> str:
     return f"{value!r:<24}" if value is not None else f"{'-':<24}"
 
 
-def steps(workspace: Workspace, *, limit: int | None, as_json: bool, echo: Echo) -> int:
+def steps(inputs: AuditInputs, *, limit: int | None, as_json: bool, echo: Echo) -> int:
     """Exit 0 when formal_alignment_steps reaches the required steps and no receipt is
     rejected (a rejected input may be what the count should have used), else 1."""
-    result = run_audit(workspace)
+    result = run_audit(inputs)
     alignment = result.alignment
     progress = tensor_progress(result.contracts)
     rows = alignment.required if limit is None else limit

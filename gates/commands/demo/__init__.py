@@ -44,6 +44,7 @@ from gates.commands.run import run as run_command
 from gates.commands.steps import render_text as render_steps
 from gates.echo import Echo
 from gates.engine.audit import run_audit
+from gates.engine.inputs import load_inputs
 from gates.receipts.create import ReceiptRequest, create_receipt
 from gates.receipts.model import ArtifactKind, EvidenceClass, Framework
 from gates.replay.commitments import loss_bits
@@ -157,7 +158,7 @@ def _run(
         clean=True,  # the recorded Paddle run the example ships is replaced, not added to
     )
     lines: list[str] = []
-    code = run_command(workspace, request, cwd=workspace.root, echo=lines.append)
+    code = run_command(load_inputs(workspace), request, cwd=workspace.root, echo=lines.append)
     counted = [line for line in lines if ": counts" in line]
     counting = sum(1 for line in counted if ": counts (" in line)
     target = out or f"results/{side}"
@@ -173,7 +174,9 @@ def _replay(workspace: Workspace, echo: Echo) -> None:
     """A verifier re-executes two windows of the signed Paddle run, drawn from its seed."""
     lines: list[str] = []
     request = ReplayRequest("results/paddle", seed="demo-ci-4711", windows=2, window_steps=1)
-    code = replay_command(workspace, request, cwd=workspace.root, as_json=True, echo=lines.append)
+    code = replay_command(
+        load_inputs(workspace), request, cwd=workspace.root, as_json=True, echo=lines.append
+    )
     report = json.loads(lines[-1])
     windows = ", ".join(
         f"step {w['first']} (from the state after {w['resumed_from']}): {w['result']}"
@@ -225,7 +228,9 @@ def _forged_replay(workspace: Workspace, echo: Echo) -> None:
     )
     lines: list[str] = []
     request = ReplayRequest(FORGED, seed="demo-ci-4711", windows=0, explicit=("42:44",))
-    code = replay_command(workspace, request, cwd=root, as_json=True, echo=lines.append)
+    code = replay_command(
+        load_inputs(workspace), request, cwd=root, as_json=True, echo=lines.append
+    )
     window = json.loads(lines[-1])["windows"][0]
     echo(
         f"  forged and signed with the stolen key: {FORGED} (step 43's loss one bit up); "
@@ -236,7 +241,7 @@ def _forged_replay(workspace: Workspace, echo: Echo) -> None:
 
 
 def _audit(workspace: Workspace, echo: Echo) -> None:
-    result = run_audit(workspace)
+    result = run_audit(load_inputs(workspace))
     echo(REPORTERS["text"](result))
     echo("")
     echo(render_steps(result.alignment, 4))
@@ -268,7 +273,7 @@ def _forgery(workspace: Workspace, echo: Echo) -> None:
         'contract = "contract_environment.tensor-inventory"\nowner = "anyone"\n'
         'reason = "MTP indexer later"\nexpires = 2099-12-31\n'
     )
-    result = run_audit(open_workspace(root))
+    result = run_audit(load_inputs(open_workspace(root)))
     judged = {j.path: j for j in result.receipts}
     loss = judged["results/paddle/loss.receipt.json"]
     echo(f"  results/paddle/loss.receipt.json: {loss.status.value}: {loss.reason}")
@@ -298,7 +303,7 @@ def _rerun(workspace: Workspace, echo: Echo) -> None:
         if _can_run(side):
             _run(workspace, side, None, echo, outputs=side == "paddle")
         else:
-            judged = {j.path: j for j in run_audit(workspace).receipts}
+            judged = {j.path: j for j in run_audit(load_inputs(workspace)).receipts}
             run = judged.get(f"results/{side}/run.receipt.json")
             status = f"{run.status.value} ({run.reason})" if run else "missing"
             echo(f"  {side} is not installed here: its recorded run, signed where it ran: {status}")
@@ -311,7 +316,7 @@ def _rerun(workspace: Workspace, echo: Echo) -> None:
     quiet: list[str] = []
     runs = tuple(f"{REPEATS}/repeat-{repeat}" for repeat in (1, 2, 3))
     check_determinism(
-        workspace,
+        load_inputs(workspace),
         runs,
         output="outputs/determinism_check.receipt.json",
         cwd=root,
@@ -319,7 +324,7 @@ def _rerun(workspace: Workspace, echo: Echo) -> None:
         echo=quiet.append,
     )
     check_loss(
-        workspace,
+        load_inputs(workspace),
         "results/torch/loss.json",
         "results/paddle/loss.json",
         required_steps=100,
@@ -330,7 +335,7 @@ def _rerun(workspace: Workspace, echo: Echo) -> None:
         echo=quiet.append,
     )
     check_checkpoint(
-        workspace,
+        load_inputs(workspace),
         "results/paddle/checkpoint",
         against="results/torch/checkpoint",
         rules=None,
