@@ -12,6 +12,7 @@ from typing import Any
 import pytest
 
 import gates.contracts.source_freeze
+import gates.engine.audit
 import gates.freeze.check
 import gates.policy.contract_files
 from gates.commands.demo import POLICY_REF, lay_out
@@ -88,3 +89,39 @@ def test_one_audit_parses_each_contract_once_and_judges_the_freeze_once(
     assert loads.count(cache_file(example)) == 1
     report = json.loads(result.out)
     assert len(report["contracts"]) == len(contracts)  # every contract still evaluated
+
+
+def test_explain_evaluates_that_contract_and_the_freeze_only(
+    example: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    audited = run_gates(
+        capsys, "-C", str(example), "--policy-ref", POLICY_REF, "audit", "--format", "json"
+    )
+    whole = next(
+        c for c in json.loads(audited.out)["contracts"] if c["id"].endswith("manifest-format-key")
+    )
+    evaluated: list[str] = []
+    real = gates.engine.audit.evaluator
+
+    def evaluator(check: str) -> Any:
+        evaluated.append(check)
+        return real(check)
+
+    monkeypatch.setattr(gates.engine.audit, "evaluator", evaluator)
+    result = run_gates(
+        capsys,
+        "-C",
+        str(example),
+        "--policy-ref",
+        POLICY_REF,
+        "explain",
+        "manifest-format-key",
+        "--format",
+        "json",
+    )
+
+    assert evaluated == ["source_freeze", "manifest_format_key"]
+    explained = json.loads(result.out)
+    assert explained.pop("remediation") == whole.pop("remediation")  # no placeholder here
+    assert explained == whole  # criteria, status, evidence: what the whole audit says
+    assert result.code == (0 if whole["dischargeStatus"] == "discharged" else 1)
