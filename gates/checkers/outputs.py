@@ -22,6 +22,7 @@ from gates.echo import note
 from gates.errors import GatesError, ReceiptError
 from gates.freeze.check import evaluate_freeze
 from gates.hashing import StatCache, cache_file
+from gates.outputs.models import check_output
 from gates.paths import resolve_inside
 from gates.receipts.create import ReceiptRequest, build_document, create_receipt
 from gates.receipts.model import RECEIPT_SUFFIX, ArtifactKind, EvidenceClass, Receipt
@@ -115,6 +116,7 @@ def write_checker_output(
     (e.g. the files of a checkpoint below an external root).
     """
     artifact = artifact_path(receipt_path)
+    check_output(kind, document, artifact)
     mode = current_mode()
     request = ReceiptRequest(
         kind=kind,

@@ -10,7 +10,8 @@ from gates import exitcodes
 from gates.echo import Echo, note
 from gates.engine.audit import AuditResult, run_audit
 from gates.errors import GatesError
-from gates.reporters import REPORTERS, github_report
+from gates.outputs.read import read_outputs
+from gates.reporters import REPORTERS, github_report, status_md
 from gates.workspace import Workspace
 
 
@@ -26,7 +27,8 @@ def audit(workspace: Workspace, *, output_format: str, echo: Echo) -> int:
     summary = os.environ.get(github_report.SUMMARY_VARIABLE)
     if output_format == "github" and summary:
         try:
-            github_report.write_step_summary(result, Path(summary))
+            outputs = read_outputs(result.root, status_md.shown_evidence(result))
+            github_report.write_step_summary(result, Path(summary), outputs=outputs)
         except OSError as exc:  # the annotations are out; the summary is a convenience
             note(f"{summary}: cannot append the job summary ({exc.strerror}); check the runner")
     return exit_code(result)

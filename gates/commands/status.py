@@ -10,6 +10,7 @@ from gates.atomic import write_bytes_atomic
 from gates.echo import Echo
 from gates.engine.audit import AuditResult, run_audit
 from gates.errors import GatesError
+from gates.outputs.read import read_outputs
 from gates.reporters import status_md
 from gates.reporters.json_report import audit_object
 from gates.workspace import Workspace
@@ -51,7 +52,8 @@ def status(
     if output_format == "json":
         echo(json.dumps(status_object(result, lang), indent=2, ensure_ascii=False))
     else:
-        block = status_md.render(result, lang)
+        outputs = read_outputs(result.root, status_md.shown_evidence(result))
+        block = status_md.render(result, lang, outputs=outputs)
         if pr_body is None:
             echo(block)
         else:
