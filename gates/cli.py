@@ -14,6 +14,7 @@ from typing import Any, NoReturn, TypeVar
 import click
 
 from gates import __version__, exitcodes
+from gates.echo import Output
 from gates.errors import GatesError
 from gates.receipts.kinds import ArtifactKind, EvidenceClass, Framework
 from gates.reporters.formats import FORMATS
@@ -46,6 +47,24 @@ class State:
 
 def _echo(text: str) -> None:
     click.echo(text)
+
+
+def _to_output(ctx: click.Context, param: click.Parameter, value: str) -> Output:
+    """--format as the output object every command writes through."""
+    del ctx, param
+    return Output(value, _echo)
+
+
+def format_option(choices: tuple[str, ...], default: str) -> Callable[[F], F]:
+    """--format CHOICE, handed to the command as ``out`` (an `Output`)."""
+    return click.option(
+        "--format",
+        "out",
+        type=click.Choice(sorted(choices)),
+        default=default,
+        show_default=True,
+        callback=_to_output,
+    )
 
 
 pass_state = click.make_pass_decorator(State)
@@ -100,16 +119,10 @@ _VERIFY_ALL = click.option(
 
 
 @cli.command()
-@click.option(
-    "--format",
-    "output_format",
-    type=click.Choice(sorted(FORMATS)),
-    default="text",
-    show_default=True,
-)
+@format_option(tuple(FORMATS), "text")
 @_VERIFY_ALL
 @pass_state
-def audit(state: State, output_format: str, verify_all: bool) -> None:
+def audit(state: State, out: Output, verify_all: bool) -> None:
     """Evaluate every contract: exit 0 pass, 1 blocked, 2 error."""
     from gates import fastpath
     from gates.commands import audit as audit_command
@@ -118,12 +131,13 @@ def audit(state: State, output_format: str, verify_all: bool) -> None:
     try:
         with verifying_all(verify_all):
             workspace = state.workspace()
-            echo = fastpath.recording(_echo)  # the warm path's stored report (gates/fastpath.py)
-            code = audit_command.audit(workspace, output_format=output_format, echo=echo)
+            # the warm path's stored report (gates/fastpath.py)
+            recorded = Output(out.format, fastpath.recording(out.echo))
+            code = audit_command.audit(workspace, out=recorded)
             fastpath.store(code, external_roots=bool(workspace.config.evidence.external.root))
     except Exception as error:
-        if output_format == "json":  # stdout holds exactly one JSON document, even now
-            _echo(audit_command.error_document(error))
+        if out.as_json:  # stdout holds exactly one JSON document, even now
+            out.echo(audit_command.error_document(error))
         raise
     sys.exit(code)
 
@@ -147,23 +161,17 @@ _RULES = click.option(
     help="Naming rules from this contract (default: the workspace's tensor-inventory).",
 )
 
-_FORMAT = click.option(
-    "--format",
-    "output_format",
-    type=click.Choice(["text", "json"]),
-    default="text",
-    show_default=True,
-)
+_FORMAT = format_option(("text", "json"), "text")
 
 
 @freeze.command("show")
 @_FORMAT
 @pass_state
-def freeze_show(state: State, output_format: str) -> None:
+def freeze_show(state: State, out: Output) -> None:
     """Print verdict=pass|blocked and one reason a line."""
     from gates.commands import freeze as freeze_command
 
-    code = freeze_command.show(state.workspace(), as_json=output_format == "json", echo=_echo)
+    code = freeze_command.show(state.workspace(), out=out)
     sys.exit(code)
 
 
@@ -266,13 +274,11 @@ def receipt_create(
 @click.argument("paths", nargs=-1, required=True)
 @_FORMAT
 @pass_state
-def receipt_verify(state: State, paths: tuple[str, ...], output_format: str) -> None:
+def receipt_verify(state: State, paths: tuple[str, ...], out: Output) -> None:
     """Re-judge receipts as the audit would; exit 1 when any is rejected."""
     from gates.commands import receipt as receipt_command
 
-    code = receipt_command.verify(
-        state.workspace(), paths, cwd=state.cwd(), as_json=output_format == "json", echo=_echo
-    )
+    code = receipt_command.verify(state.workspace(), paths, cwd=state.cwd(), out=out)
     sys.exit(code)
 
 
@@ -280,13 +286,11 @@ def receipt_verify(state: State, paths: tuple[str, ...], output_format: str) -> 
 @click.argument("path")
 @_FORMAT
 @pass_state
-def receipt_show(state: State, path: str, output_format: str) -> None:
+def receipt_show(state: State, path: str, out: Output) -> None:
     """Print one receipt."""
     from gates.commands import receipt as receipt_command
 
-    code = receipt_command.show(
-        state.workspace(), path, cwd=state.cwd(), as_json=output_format == "json", echo=_echo
-    )
+    code = receipt_command.show(state.workspace(), path, cwd=state.cwd(), out=out)
     sys.exit(code)
 
 
@@ -312,7 +316,7 @@ def check_loss(
     required_steps: int,
     bit_exact: bool,
     output: str,
-    output_format: str,
+    out: Output,
 ) -> None:
     """Compare REFERENCE and CANDIDATE losses (loss.json or raw_loss.jsonl, or run folders)."""
     from gates.commands import check as check_command
@@ -325,8 +329,8 @@ def check_loss(
         bit_exact=bit_exact,
         output=output,
         cwd=state.cwd(),
-        as_json=output_format == "json",
-        echo=_echo,
+        as_json=out.as_json,
+        echo=out.echo,
     )
     sys.exit(code)
 
@@ -336,7 +340,7 @@ def check_loss(
 @_output("outputs/determinism_check.receipt.json")
 @_FORMAT
 @pass_state
-def check_determinism(state: State, runs: tuple[str, ...], output: str, output_format: str) -> None:
+def check_determinism(state: State, runs: tuple[str, ...], output: str, out: Output) -> None:
     """Repeats of one side and profile: are all RUNS bit-identical?"""
     from gates.commands import check as check_command
 
@@ -345,8 +349,8 @@ def check_determinism(state: State, runs: tuple[str, ...], output: str, output_f
         runs,
         output=output,
         cwd=state.cwd(),
-        as_json=output_format == "json",
-        echo=_echo,
+        as_json=out.as_json,
+        echo=out.echo,
     )
     sys.exit(code)
 
@@ -374,7 +378,7 @@ def check_tensors(
     steps: str | None,
     phases: tuple[str, ...],
     output: str,
-    output_format: str,
+    out: Output,
 ) -> None:
     """Compare two tensor dumps bit for bit through the naming rules; locate the first
     divergence."""
@@ -395,8 +399,7 @@ def check_tensors(
         selection=selection,
         output=output,
         cwd=state.cwd(),
-        as_json=output_format == "json",
-        echo=_echo,
+        out=out,
     )
     sys.exit(code)
 
@@ -441,7 +444,7 @@ def check_checkpoint(
     rank_timeout: float,
     verify_all: bool,
     output: str,
-    output_format: str,
+    out: Output,
 ) -> None:
     """Validity, hygiene, tensor count and canonical digest of the checkpoint in FOLDER.
 
@@ -451,7 +454,6 @@ def check_checkpoint(
     from gates.commands import checkpoint as checkpoint_command
     from gates.hashing import verifying_all
 
-    as_json = output_format == "json"
     if merge:
         if folder or against or shard_range:
             raise click.UsageError(
@@ -463,8 +465,8 @@ def check_checkpoint(
                 merge,
                 output=output,
                 cwd=state.cwd(),
-                as_json=as_json,
-                echo=_echo,
+                as_json=out.as_json,
+                echo=out.echo,
             )
         sys.exit(code)
     if folder is None:
@@ -487,8 +489,8 @@ def check_checkpoint(
             threads=threads,
             output=output,
             cwd=state.cwd(),
-            as_json=as_json,
-            echo=_echo,
+            as_json=out.as_json,
+            echo=out.echo,
             rank_timeout=rank_timeout,
         )
     sys.exit(code)
@@ -533,7 +535,7 @@ def check_config(
     path: str | None,
     env: tuple[str, ...],
     output: str,
-    output_format: str,
+    out: Output,
 ) -> None:
     """Load OFFICIAL (config.json) with the candidate class: covered, meant, read, saved."""
     from gates.commands import config_check
@@ -547,8 +549,7 @@ def check_config(
         env=env,
         output=output,
         cwd=state.cwd(),
-        as_json=output_format == "json",
-        echo=_echo,
+        out=out,
     )
     sys.exit(code)
 
@@ -567,7 +568,7 @@ def probe() -> None:
 @_FORMAT
 @pass_state
 def probe_consumed(
-    state: State, entry: str, tensors: tuple[str, ...], output: str, output_format: str
+    state: State, entry: str, tensors: tuple[str, ...], output: str, out: Output
 ) -> None:
     """Which named tensors does ENTRY's forward consume? (FUNCTION returns (forward, tensors).)"""
     from gates.commands import probe as probe_command
@@ -578,8 +579,7 @@ def probe_consumed(
         tensors,
         output=output,
         cwd=state.cwd(),
-        as_json=output_format == "json",
-        echo=_echo,
+        out=out,
     )
     sys.exit(code)
 
@@ -597,7 +597,7 @@ def inventory() -> None:
 @_FORMAT
 @pass_state
 def inventory_diff(
-    state: State, reference: str, candidate: str, rules: str | None, output: str, output_format: str
+    state: State, reference: str, candidate: str, rules: str | None, output: str, out: Output
 ) -> None:
     """Every difference between two checkpoints' inventories, classified by the naming rules."""
     from gates.commands import inventory as inventory_command
@@ -609,8 +609,7 @@ def inventory_diff(
         rules=rules,
         output=output,
         cwd=state.cwd(),
-        as_json=output_format == "json",
-        echo=_echo,
+        out=out,
     )
     sys.exit(code)
 
@@ -638,7 +637,7 @@ def replay(
     window_steps: int | None,
     explicit: tuple[str, ...],
     timeout: float,
-    output_format: str,
+    out: Output,
 ) -> None:
     """Re-execute sampled windows of a signed run and sign the bit-for-bit result."""
     from gates.commands import replay as replay_command
@@ -647,7 +646,7 @@ def replay(
         run_folder, seed, seed_file, windows, window_steps, explicit, timeout
     )
     code = replay_command.replay(
-        state.workspace(), request, cwd=state.cwd(), as_json=output_format == "json", echo=_echo
+        state.workspace(), request, cwd=state.cwd(), as_json=out.as_json, echo=out.echo
     )
     sys.exit(code)
 
@@ -661,24 +660,16 @@ def replay(
 )
 @_FORMAT
 @pass_state
-def steps(state: State, limit: int | None, output_format: str) -> None:
+def steps(state: State, limit: int | None, out: Output) -> None:
     """formal_alignment_steps = N / required, why, and the per-step ledger."""
     from gates.commands import steps as steps_command
 
-    code = steps_command.steps(
-        state.workspace(), limit=limit, as_json=output_format == "json", echo=_echo
-    )
+    code = steps_command.steps(state.workspace(), limit=limit, out=out)
     sys.exit(code)
 
 
 @cli.command()
-@click.option(
-    "--format",
-    "output_format",
-    type=click.Choice(["markdown", "json"]),
-    default="markdown",
-    show_default=True,
-)
+@format_option(("markdown", "json"), "markdown")
 @click.option("--lang", type=click.Choice(["en", "zh"]), default="en", show_default=True)
 @click.option(
     "--pr-body",
@@ -686,15 +677,13 @@ def steps(state: State, limit: int | None, output_format: str) -> None:
     help="Replace the block between the gates:status markers in this file (or append it).",
 )
 @pass_state
-def status(state: State, output_format: str, lang: str, pr_body: Path | None) -> None:
+def status(state: State, out: Output, lang: str, pr_body: Path | None) -> None:
     """The PR status block: verdict, contracts, blockers, evidence, what is unverified."""
     from gates.commands import status as status_command
 
     if pr_body is not None and not pr_body.is_absolute():
         pr_body = state.cwd() / pr_body
-    code = status_command.status(
-        state.workspace(), output_format=output_format, lang=lang, pr_body=pr_body, echo=_echo
-    )
+    code = status_command.status(state.workspace(), lang=lang, pr_body=pr_body, out=out)
     sys.exit(code)
 
 
@@ -702,12 +691,12 @@ def status(state: State, output_format: str, lang: str, pr_body: Path | None) ->
 @click.argument("contract_id", metavar="ID")
 @_FORMAT
 @pass_state
-def explain(state: State, contract_id: str, output_format: str) -> None:
+def explain(state: State, contract_id: str, out: Output) -> None:
     """One contract: each criterion now, and the commands that would discharge it."""
     from gates.commands import explain as explain_command
 
     code = explain_command.explain(
-        state.workspace(), contract_id, as_json=output_format == "json", echo=_echo
+        state.workspace(), contract_id, as_json=out.as_json, echo=out.echo
     )
     sys.exit(code)
 
@@ -721,14 +710,12 @@ def claims() -> None:
 @click.argument("file", type=click.Path(dir_okay=False, path_type=Path))
 @_FORMAT
 @pass_state
-def claims_check(state: State, file: Path, output_format: str) -> None:
+def claims_check(state: State, file: Path, out: Output) -> None:
     """List every figure FILE claims that no accepted receipt or checker output backs."""
     from gates.commands import claims as claims_command
 
     path = file if file.is_absolute() else state.cwd() / file
-    code = claims_command.claims_check(
-        state.workspace(), path, as_json=output_format == "json", echo=_echo
-    )
+    code = claims_command.claims_check(state.workspace(), path, out=out)
     sys.exit(code)
 
 
@@ -836,20 +823,20 @@ def run(
 @cli.command("evidence")
 @_FORMAT
 @pass_state
-def evidence_list(state: State, output_format: str) -> None:
+def evidence_list(state: State, out: Output) -> None:
     """Every piece of evidence the policy asks for: missing, stale, probe or formal, and the
     command that makes or refreshes it (exit 0 only when all is formal)."""
     from gates.commands import evidence as evidence_command
 
     workspace = state.workspace()
-    sys.exit(evidence_command.evidence(workspace, as_json=output_format == "json", echo=_echo))
+    sys.exit(evidence_command.evidence(workspace, out=out))
 
 
 @cli.command()
 @click.option("--dry-run", is_flag=True, help="Only list the commands that would run.")
 @_FORMAT
 @pass_state
-def refresh(state: State, dry_run: bool, output_format: str) -> None:
+def refresh(state: State, dry_run: bool, out: Output) -> None:
     """Re-run the stale checkers from their recorded inputs (never the training runs)."""
     from gates.commands import evidence as evidence_command
 
@@ -858,8 +845,7 @@ def refresh(state: State, dry_run: bool, output_format: str) -> None:
         state.workspace(),
         dry_run=dry_run,
         global_options=options,
-        as_json=output_format == "json",
-        echo=_echo,
+        out=out,
     )
     sys.exit(code)
 
@@ -895,7 +881,7 @@ def attest() -> None:
 @attest.command("export")
 @click.option(
     "--out",
-    "out",
+    "folder",
     required=True,
     type=click.Path(file_okay=False, path_type=Path),
     help="Folder to write the envelopes and the VSA into.",
@@ -914,7 +900,7 @@ def attest() -> None:
 @_FORMAT
 @pass_state
 def attest_export(
-    state: State, out: Path, key_path: Path | None, resource_uri: str | None, output_format: str
+    state: State, folder: Path, key_path: Path | None, resource_uri: str | None, out: Output
 ) -> None:
     """Write every accepted receipt's DSSE envelope and the verdict's VSA to OUT."""
     from gates.commands import attest as attest_command
@@ -922,10 +908,9 @@ def attest_export(
     sys.exit(
         attest_command.export(
             state.workspace(),
-            state.cwd() / out,
+            state.cwd() / folder,
             key_path=key_path,
-            as_json=output_format == "json",
-            echo=_echo,
+            out=out,
             resource_uri=resource_uri,
         )
     )

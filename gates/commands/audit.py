@@ -7,7 +7,7 @@ import os
 from pathlib import Path
 
 from gates import exitcodes
-from gates.echo import Echo, note
+from gates.echo import Output, note
 from gates.engine.audit import AuditResult, run_audit
 from gates.errors import GatesError
 from gates.outputs.read import read_outputs
@@ -21,11 +21,11 @@ def exit_code(result: AuditResult) -> int:
     return exitcodes.OK if result.verdict == "pass" else exitcodes.BLOCKED
 
 
-def audit(workspace: Workspace, *, output_format: str, echo: Echo) -> int:
+def audit(workspace: Workspace, *, out: Output) -> int:
     result = run_audit(workspace)
-    echo(REPORTERS[output_format](result))
+    out.echo(REPORTERS[out.format](result))
     summary = os.environ.get(github_report.SUMMARY_VARIABLE)
-    if output_format == "github" and summary:
+    if out.format == "github" and summary:
         try:
             outputs = read_outputs(result.root, status_md.shown_evidence(result))
             github_report.write_step_summary(result, Path(summary), outputs=outputs)

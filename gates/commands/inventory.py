@@ -13,7 +13,7 @@ from gates.checkers.outputs import write_checker_output
 from gates.checkpoints.check import check_checkpoint
 from gates.checkpoints.survey import Survey, survey
 from gates.commands.checkpoint import resolve_rules
-from gates.echo import Echo
+from gates.echo import Output
 from gates.external import locate
 from gates.hashing import StatCache
 from gates.naming.families import by_family, grouped
@@ -127,10 +127,10 @@ def diff(
     rules: str | None,
     output: str,
     cwd: Path,
-    as_json: bool,
-    echo: Echo,
+    out: Output,
 ) -> int:
     """Exit 1 when a structural difference remains or either side is invalid."""
+    as_json, echo = out.as_json, out.echo
     roots = roots_of(workspace)
     ruleset, rules_source = resolve_rules(workspace, rules, cwd)
     cache = StatCache(None)
