@@ -104,11 +104,11 @@ def cli(
 @click.option("--pin", metavar="REV", help="Pin the source freeze at this commit.")
 @click.option("--force", is_flag=True, help="Overwrite an existing gates.toml and contracts.")
 @pass_state
-def init(state: State, pin: str | None, force: bool) -> None:
+def init(state: State, pin: str | None, force: bool) -> int:
     """Write gates.toml and the default GLM-5.2 contract set."""
     from gates.commands import init as init_command
 
-    sys.exit(init_command.init(state.directory, pin=pin, force=force, echo=_echo))
+    return init_command.init(state.directory, pin=pin, force=force, echo=_echo)
 
 
 _VERIFY_ALL = click.option(
@@ -122,7 +122,7 @@ _VERIFY_ALL = click.option(
 @format_option(tuple(FORMATS), "text")
 @_VERIFY_ALL
 @pass_state
-def audit(state: State, out: Output, verify_all: bool) -> None:
+def audit(state: State, out: Output, verify_all: bool) -> int:
     """Evaluate every contract: exit 0 pass, 1 blocked, 2 error."""
     from gates import fastpath
     from gates.commands import audit as audit_command
@@ -139,7 +139,7 @@ def audit(state: State, out: Output, verify_all: bool) -> None:
         if out.as_json:  # stdout holds exactly one JSON document, even now
             out.echo(audit_command.error_document(error))
         raise
-    sys.exit(code)
+    return code
 
 
 @cli.group()
@@ -167,22 +167,21 @@ _FORMAT = format_option(("text", "json"), "text")
 @freeze.command("show")
 @_FORMAT
 @pass_state
-def freeze_show(state: State, out: Output) -> None:
+def freeze_show(state: State, out: Output) -> int:
     """Print verdict=pass|blocked and one reason a line."""
     from gates.commands import freeze as freeze_command
 
-    code = freeze_command.show(state.workspace(), out=out)
-    sys.exit(code)
+    return freeze_command.show(state.workspace(), out=out)
 
 
 @freeze.command("pin")
 @click.argument("rev")
 @pass_state
-def freeze_pin(state: State, rev: str) -> None:
+def freeze_pin(state: State, rev: str) -> int:
     """Set [freeze] pin to REV's commit, keeping the rest of gates.toml byte for byte."""
     from gates.commands import freeze as freeze_command
 
-    sys.exit(freeze_command.pin(state.workspace(), rev, echo=_echo))
+    return freeze_command.pin(state.workspace(), rev, echo=_echo)
 
 
 @cli.group()
@@ -253,7 +252,7 @@ def receipt_create(
     requested_class: str,
     output: str | None,
     force: bool,
-) -> None:
+) -> int:
     """Bind artifact files to provenance and stamp them formal or probe."""
     from gates.commands import receipt as receipt_command
     from gates.receipts.create import ReceiptRequest
@@ -267,31 +266,29 @@ def receipt_create(
         output=output,
         overwrite=force,
     )
-    sys.exit(receipt_command.create(state.workspace(), request, echo=_echo))
+    return receipt_command.create(state.workspace(), request, echo=_echo)
 
 
 @receipt.command("verify")
 @click.argument("paths", nargs=-1, required=True)
 @_FORMAT
 @pass_state
-def receipt_verify(state: State, paths: tuple[str, ...], out: Output) -> None:
+def receipt_verify(state: State, paths: tuple[str, ...], out: Output) -> int:
     """Re-judge receipts as the audit would; exit 1 when any is rejected."""
     from gates.commands import receipt as receipt_command
 
-    code = receipt_command.verify(state.workspace(), paths, cwd=state.cwd(), out=out)
-    sys.exit(code)
+    return receipt_command.verify(state.workspace(), paths, cwd=state.cwd(), out=out)
 
 
 @receipt.command("show")
 @click.argument("path")
 @_FORMAT
 @pass_state
-def receipt_show(state: State, path: str, out: Output) -> None:
+def receipt_show(state: State, path: str, out: Output) -> int:
     """Print one receipt."""
     from gates.commands import receipt as receipt_command
 
-    code = receipt_command.show(state.workspace(), path, cwd=state.cwd(), out=out)
-    sys.exit(code)
+    return receipt_command.show(state.workspace(), path, cwd=state.cwd(), out=out)
 
 
 @cli.group()
@@ -317,11 +314,11 @@ def check_loss(
     bit_exact: bool,
     output: str,
     out: Output,
-) -> None:
+) -> int:
     """Compare REFERENCE and CANDIDATE losses (loss.json or raw_loss.jsonl, or run folders)."""
     from gates.commands import check as check_command
 
-    code = check_command.check_loss(
+    return check_command.check_loss(
         state.workspace(),
         reference,
         candidate,
@@ -332,7 +329,6 @@ def check_loss(
         as_json=out.as_json,
         echo=out.echo,
     )
-    sys.exit(code)
 
 
 @check.command("determinism")
@@ -340,11 +336,11 @@ def check_loss(
 @_output("outputs/determinism_check.receipt.json")
 @_FORMAT
 @pass_state
-def check_determinism(state: State, runs: tuple[str, ...], output: str, out: Output) -> None:
+def check_determinism(state: State, runs: tuple[str, ...], output: str, out: Output) -> int:
     """Repeats of one side and profile: are all RUNS bit-identical?"""
     from gates.commands import check as check_command
 
-    code = check_command.check_determinism(
+    return check_command.check_determinism(
         state.workspace(),
         runs,
         output=output,
@@ -352,7 +348,6 @@ def check_determinism(state: State, runs: tuple[str, ...], output: str, out: Out
         as_json=out.as_json,
         echo=out.echo,
     )
-    sys.exit(code)
 
 
 @check.command("tensors")
@@ -379,7 +374,7 @@ def check_tensors(
     phases: tuple[str, ...],
     output: str,
     out: Output,
-) -> None:
+) -> int:
     """Compare two tensor dumps bit for bit through the naming rules; locate the first
     divergence."""
     from gates.commands import tensors as tensors_command
@@ -391,7 +386,7 @@ def check_tensors(
     except ValueError as exc:
         raise click.BadParameter(str(exc), param_hint="--steps") from None
     selection = Selection(step_range, parse_phases(phases) if phases else PHASES, bool(phases))
-    code = tensors_command.check_tensors(
+    return tensors_command.check_tensors(
         state.workspace(),
         reference,
         candidate,
@@ -401,7 +396,6 @@ def check_tensors(
         cwd=state.cwd(),
         out=out,
     )
-    sys.exit(code)
 
 
 @check.command("checkpoint")
@@ -445,7 +439,7 @@ def check_checkpoint(
     verify_all: bool,
     output: str,
     out: Output,
-) -> None:
+) -> int:
     """Validity, hygiene, tensor count and canonical digest of the checkpoint in FOLDER.
 
     FOLDER may be below an external root (external:<root>/<path>, or its absolute
@@ -460,7 +454,7 @@ def check_checkpoint(
                 "--merge takes receipts only: no FOLDER, --against or --shard-range"
             )
         with verifying_all(verify_all):
-            code = checkpoint_command.merge(
+            return checkpoint_command.merge(
                 state.workspace(),
                 merge,
                 output=output,
@@ -468,7 +462,6 @@ def check_checkpoint(
                 as_json=out.as_json,
                 echo=out.echo,
             )
-        sys.exit(code)
     if folder is None:
         raise click.UsageError("give the checkpoint FOLDER (or --merge RECEIPT...)")
     if shard_range and against:
@@ -480,7 +473,7 @@ def check_checkpoint(
     except ValueError as exc:
         raise click.BadParameter(str(exc), param_hint="--shard-range") from None
     with verifying_all(verify_all):
-        code = checkpoint_command.check(
+        return checkpoint_command.check(
             state.workspace(),
             folder,
             against=against,
@@ -493,7 +486,6 @@ def check_checkpoint(
             echo=out.echo,
             rank_timeout=rank_timeout,
         )
-    sys.exit(code)
 
 
 @check.command("config")
@@ -536,11 +528,11 @@ def check_config(
     env: tuple[str, ...],
     output: str,
     out: Output,
-) -> None:
+) -> int:
     """Load OFFICIAL (config.json) with the candidate class: covered, meant, read, saved."""
     from gates.commands import config_check
 
-    code = config_check.check_config(
+    return config_check.check_config(
         state.workspace(),
         official,
         class_path=class_path,
@@ -551,7 +543,6 @@ def check_config(
         cwd=state.cwd(),
         out=out,
     )
-    sys.exit(code)
 
 
 @cli.group()
@@ -569,11 +560,11 @@ def probe() -> None:
 @pass_state
 def probe_consumed(
     state: State, entry: str, tensors: tuple[str, ...], output: str, out: Output
-) -> None:
+) -> int:
     """Which named tensors does ENTRY's forward consume? (FUNCTION returns (forward, tensors).)"""
     from gates.commands import probe as probe_command
 
-    code = probe_command.consumed(
+    return probe_command.consumed(
         state.workspace(),
         entry,
         tensors,
@@ -581,7 +572,6 @@ def probe_consumed(
         cwd=state.cwd(),
         out=out,
     )
-    sys.exit(code)
 
 
 @cli.group()
@@ -598,11 +588,11 @@ def inventory() -> None:
 @pass_state
 def inventory_diff(
     state: State, reference: str, candidate: str, rules: str | None, output: str, out: Output
-) -> None:
+) -> int:
     """Every difference between two checkpoints' inventories, classified by the naming rules."""
     from gates.commands import inventory as inventory_command
 
-    code = inventory_command.diff(
+    return inventory_command.diff(
         state.workspace(),
         reference,
         candidate,
@@ -611,7 +601,6 @@ def inventory_diff(
         cwd=state.cwd(),
         out=out,
     )
-    sys.exit(code)
 
 
 @cli.command()
@@ -638,17 +627,16 @@ def replay(
     explicit: tuple[str, ...],
     timeout: float,
     out: Output,
-) -> None:
+) -> int:
     """Re-execute sampled windows of a signed run and sign the bit-for-bit result."""
     from gates.commands import replay as replay_command
 
     request = replay_command.ReplayRequest(
         run_folder, seed, seed_file, windows, window_steps, explicit, timeout
     )
-    code = replay_command.replay(
+    return replay_command.replay(
         state.workspace(), request, cwd=state.cwd(), as_json=out.as_json, echo=out.echo
     )
-    sys.exit(code)
 
 
 @cli.command()
@@ -660,12 +648,11 @@ def replay(
 )
 @_FORMAT
 @pass_state
-def steps(state: State, limit: int | None, out: Output) -> None:
+def steps(state: State, limit: int | None, out: Output) -> int:
     """formal_alignment_steps = N / required, why, and the per-step ledger."""
     from gates.commands import steps as steps_command
 
-    code = steps_command.steps(state.workspace(), limit=limit, out=out)
-    sys.exit(code)
+    return steps_command.steps(state.workspace(), limit=limit, out=out)
 
 
 @cli.command()
@@ -677,28 +664,26 @@ def steps(state: State, limit: int | None, out: Output) -> None:
     help="Replace the block between the gates:status markers in this file (or append it).",
 )
 @pass_state
-def status(state: State, out: Output, lang: str, pr_body: Path | None) -> None:
+def status(state: State, out: Output, lang: str, pr_body: Path | None) -> int:
     """The PR status block: verdict, contracts, blockers, evidence, what is unverified."""
     from gates.commands import status as status_command
 
     if pr_body is not None and not pr_body.is_absolute():
         pr_body = state.cwd() / pr_body
-    code = status_command.status(state.workspace(), lang=lang, pr_body=pr_body, out=out)
-    sys.exit(code)
+    return status_command.status(state.workspace(), lang=lang, pr_body=pr_body, out=out)
 
 
 @cli.command()
 @click.argument("contract_id", metavar="ID")
 @_FORMAT
 @pass_state
-def explain(state: State, contract_id: str, out: Output) -> None:
+def explain(state: State, contract_id: str, out: Output) -> int:
     """One contract: each criterion now, and the commands that would discharge it."""
     from gates.commands import explain as explain_command
 
-    code = explain_command.explain(
+    return explain_command.explain(
         state.workspace(), contract_id, as_json=out.as_json, echo=out.echo
     )
-    sys.exit(code)
 
 
 @cli.group()
@@ -710,13 +695,12 @@ def claims() -> None:
 @click.argument("file", type=click.Path(dir_okay=False, path_type=Path))
 @_FORMAT
 @pass_state
-def claims_check(state: State, file: Path, out: Output) -> None:
+def claims_check(state: State, file: Path, out: Output) -> int:
     """List every figure FILE claims that no accepted receipt or checker output backs."""
     from gates.commands import claims as claims_command
 
     path = file if file.is_absolute() else state.cwd() / file
-    code = claims_command.claims_check(state.workspace(), path, out=out)
-    sys.exit(code)
+    return claims_command.claims_check(state.workspace(), path, out=out)
 
 
 @cli.group()
@@ -736,21 +720,21 @@ _STAGE = click.option(
 @_STAGE
 @click.option("--force", is_flag=True, help="Keep an existing foreign hook aside and install.")
 @pass_state
-def hook_install(state: State, stage: str, force: bool) -> None:
+def hook_install(state: State, stage: str, force: bool) -> int:
     """Install the hook."""
     from gates.commands import hook as hook_command
 
-    sys.exit(hook_command.install(state.workspace(), stage, force=force, echo=_echo))
+    return hook_command.install(state.workspace(), stage, force=force, echo=_echo)
 
 
 @hook.command("uninstall")
 @_STAGE
 @pass_state
-def hook_uninstall(state: State, stage: str) -> None:
+def hook_uninstall(state: State, stage: str) -> int:
     """Remove the hook gates installed (restoring one it kept aside)."""
     from gates.commands import hook as hook_command
 
-    sys.exit(hook_command.uninstall(state.workspace(), stage, echo=_echo))
+    return hook_command.uninstall(state.workspace(), stage, echo=_echo)
 
 
 @cli.command(context_settings={"ignore_unknown_options": True})
@@ -795,7 +779,7 @@ def run(
     model_config: Path | None,
     force: bool,
     command: tuple[str, ...],
-) -> None:
+) -> int:
     """Launch CMD under the source freeze and stamp what it leaves: gates run -- CMD ..."""
     from gates.commands import run as run_command
 
@@ -817,37 +801,36 @@ def run(
         force=force,
         model_config=state.cwd() / model_config if model_config else None,
     )
-    sys.exit(run_command.run(state.workspace(), request, cwd=state.cwd(), echo=_echo))
+    return run_command.run(state.workspace(), request, cwd=state.cwd(), echo=_echo)
 
 
 @cli.command("evidence")
 @_FORMAT
 @pass_state
-def evidence_list(state: State, out: Output) -> None:
+def evidence_list(state: State, out: Output) -> int:
     """Every piece of evidence the policy asks for: missing, stale, probe or formal, and the
     command that makes or refreshes it (exit 0 only when all is formal)."""
     from gates.commands import evidence as evidence_command
 
     workspace = state.workspace()
-    sys.exit(evidence_command.evidence(workspace, out=out))
+    return evidence_command.evidence(workspace, out=out)
 
 
 @cli.command()
 @click.option("--dry-run", is_flag=True, help="Only list the commands that would run.")
 @_FORMAT
 @pass_state
-def refresh(state: State, dry_run: bool, out: Output) -> None:
+def refresh(state: State, dry_run: bool, out: Output) -> int:
     """Re-run the stale checkers from their recorded inputs (never the training runs)."""
     from gates.commands import evidence as evidence_command
 
     options = evidence_command.root_options(state.directory, state.policy_ref, state.trust)
-    code = evidence_command.refresh(
+    return evidence_command.refresh(
         state.workspace(),
         dry_run=dry_run,
         global_options=options,
         out=out,
     )
-    sys.exit(code)
 
 
 @cli.group()
@@ -901,28 +884,26 @@ def attest() -> None:
 @pass_state
 def attest_export(
     state: State, folder: Path, key_path: Path | None, resource_uri: str | None, out: Output
-) -> None:
+) -> int:
     """Write every accepted receipt's DSSE envelope and the verdict's VSA to OUT."""
     from gates.commands import attest as attest_command
 
-    sys.exit(
-        attest_command.export(
-            state.workspace(),
-            state.cwd() / folder,
-            key_path=key_path,
-            out=out,
-            resource_uri=resource_uri,
-        )
+    return attest_command.export(
+        state.workspace(),
+        state.cwd() / folder,
+        key_path=key_path,
+        out=out,
+        resource_uri=resource_uri,
     )
 
 
 @cli.command()
 @click.option("--keep", is_flag=True, help="Keep the temporary workspace to explore it.")
-def demo(keep: bool) -> None:
+def demo(keep: bool) -> int:
     """Show the whole story on a small workspace built in a temporary folder."""
     from gates.commands import demo as demo_command
 
-    sys.exit(demo_command.demo(keep=keep, echo=_echo))
+    return demo_command.demo(keep=keep, echo=_echo)
 
 
 # report, history, attest verify (docs/report.md): defined in their own module
@@ -938,7 +919,7 @@ def _fail(message: str, code: int = exitcodes.ERROR) -> NoReturn:
     sys.exit(code)
 
 
-def main(argv: list[str] | None = None) -> Any:
+def main(argv: list[str] | None = None) -> NoReturn:
     """Entry point: run the CLI and map every failure to one line and an exit code.
 
     `--debug` is read from gates' own parsed options, never from the raw argv:
@@ -952,7 +933,7 @@ def main(argv: list[str] | None = None) -> Any:
     try:
         ctx = cli.make_context("gates", args)
         with ctx:
-            return cli.invoke(ctx)
+            code = cli.invoke(ctx)  # a command returns its exit code
     except click.exceptions.Exit as done:
         sys.exit(done.exit_code)
     except click.ClickException as usage:
@@ -968,6 +949,7 @@ def main(argv: list[str] | None = None) -> Any:
         if _debug(ctx):
             traceback.print_exc()
         _fail(f"internal error: {type(error).__name__}: {error} (rerun with --debug for details)")
+    sys.exit(code)
 
 
 def _debug(ctx: click.Context | None) -> bool:
