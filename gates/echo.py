@@ -26,7 +26,3 @@ class Output:
     @property
     def as_json(self) -> bool:
         return self.format == "json"
-
-    def remark(self, text: str) -> None:
-        """A remark: beside JSON on stderr, so stdout stays one document; else with the text."""
-        (self.note if self.as_json else self.echo)(text)

@@ -29,7 +29,6 @@ from gates.contracts.model import EvaluationError, ResultsFigures
 from gates.criteria import DischargeStatus
 from gates.engine.audit import AuditResult, results_spec
 from gates.outputs.checkpoint_check import CheckpointCheck
-from gates.outputs.loss_check import DeterminismCheck, PairCheck
 from gates.outputs.read import LossFigures, Opaque, OutputFigures, Unreadable
 from gates.outputs.structure_parity import StructureParity
 from gates.paths import is_under
@@ -85,7 +84,7 @@ def _figures(judgement: Judgement, found: OutputFigures | None, words: dict[str,
     if isinstance(found, Opaque):
         return words["f_files"].format(count=found.files)
     if isinstance(found, BaseModel):
-        return _model_figures(found)
+        return _model_figures(receipt.kind, found)
     return _json_figures(receipt.kind, found)
 
 
@@ -93,25 +92,18 @@ def _pick(data: Mapping[str, object], *keys: str) -> str:
     return ", ".join(f"{k}={json.dumps(data[k])}" for k in keys if k in data)
 
 
-def _model_figures(output: BaseModel) -> str:
-    data = output.model_dump(mode="json", by_alias=True)
-    if isinstance(output, DeterminismCheck):
-        return _pick(data, "runs", "deterministic_steps", "steps", "first_differing_step")
-    if isinstance(output, PairCheck):
-        return _pick(
-            data,
-            "consistent_steps",
-            "first_divergence_step",
-            "max_diff",
-            "bit_exact_required_steps",
-        )
+def _model_figures(kind: ArtifactKind, output: BaseModel) -> str:
     if isinstance(output, CheckpointCheck):
         hash_match = f", hash_match={json.dumps(output.hash_match)}" if output.against else ""
-        return _pick(data, "tensor_count", "valid", "hygiene_clean") + hash_match
+        return (
+            f"tensor_count={output.tensor_count}, valid={json.dumps(output.valid)}, "
+            f"hygiene_clean={json.dumps(output.hygiene_clean)}{hash_match}"
+        )
     if isinstance(output, StructureParity):
         sides = f"{output.reference.tensor_count} vs {output.candidate.tensor_count} tensors"
-        return sides + "; " + ", ".join(f"{k} {v}" for k, v in data["counts"].items())
-    return _pick(data, "format", "run_id")
+        counts = output.counts.model_dump()  # the four classes, in the schema's order
+        return sides + "; " + ", ".join(f"{k} {v}" for k, v in counts.items())
+    return _json_figures(kind, output.model_dump(mode="json", by_alias=True))
 
 
 def _json_figures(kind: ArtifactKind, data: Mapping[str, object]) -> str:
