@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any, NoReturn, TypeVar
 import click
 
 from gates import __version__, exitcodes
+from gates.echo import Output
 from gates.errors import GatesError
 from gates.receipts.kinds import ArtifactKind, EvidenceClass, Framework
 from gates.reporters.formats import FORMATS
@@ -55,6 +56,24 @@ def _echo(text: str) -> None:
     click.echo(text)
 
 
+def _to_output(ctx: click.Context, param: click.Parameter, value: str) -> Output:
+    """--format as the output object every command writes through."""
+    del ctx, param
+    return Output(value, _echo)
+
+
+def format_option(choices: tuple[str, ...], default: str) -> Callable[[F], F]:
+    """--format CHOICE, handed to the command as ``out`` (an `Output`)."""
+    return click.option(
+        "--format",
+        "out",
+        type=click.Choice(sorted(choices)),
+        default=default,
+        show_default=True,
+        callback=_to_output,
+    )
+
+
 pass_state = click.make_pass_decorator(State)
 
 
@@ -92,11 +111,11 @@ def cli(
 @click.option("--pin", metavar="REV", help="Pin the source freeze at this commit.")
 @click.option("--force", is_flag=True, help="Overwrite an existing gates.toml and contracts.")
 @pass_state
-def init(state: State, pin: str | None, force: bool) -> None:
+def init(state: State, pin: str | None, force: bool) -> int:
     """Write gates.toml and the default GLM-5.2 contract set."""
     from gates.commands import init as init_command
 
-    sys.exit(init_command.init(state.directory, pin=pin, force=force, echo=_echo))
+    return init_command.init(state.directory, pin=pin, force=force, echo=_echo)
 
 
 _VERIFY_ALL = click.option(
@@ -107,16 +126,10 @@ _VERIFY_ALL = click.option(
 
 
 @cli.command()
-@click.option(
-    "--format",
-    "output_format",
-    type=click.Choice(sorted(FORMATS)),
-    default="text",
-    show_default=True,
-)
+@format_option(tuple(FORMATS), "text")
 @_VERIFY_ALL
 @pass_state
-def audit(state: State, output_format: str, verify_all: bool) -> None:
+def audit(state: State, out: Output, verify_all: bool) -> int:
     """Evaluate every contract: exit 0 pass, 1 blocked, 2 error."""
     from gates import fastpath
     from gates.commands import audit as audit_command
@@ -125,15 +138,16 @@ def audit(state: State, output_format: str, verify_all: bool) -> None:
     try:
         with verifying_all(verify_all):
             inputs = state.inputs()
-            echo = fastpath.recording(_echo)  # the warm path's stored report (gates/fastpath.py)
-            code = audit_command.audit(inputs, output_format=output_format, echo=echo)
+            # the warm path's stored report (gates/fastpath.py)
+            recorded = Output(out.format, fastpath.recording(out.echo))
+            code = audit_command.audit(inputs, out=recorded)
             external = inputs.workspace.config.evidence.external.root
             fastpath.store(code, external_roots=bool(external))
     except Exception as error:
-        if output_format == "json":  # stdout holds exactly one JSON document, even now
-            _echo(audit_command.error_document(error))
+        if out.as_json:  # stdout holds exactly one JSON document, even now
+            out.echo(audit_command.error_document(error))
         raise
-    sys.exit(code)
+    return code
 
 
 @cli.group()
@@ -155,34 +169,27 @@ _RULES = click.option(
     help="Naming rules from this contract (default: the workspace's tensor-inventory).",
 )
 
-_FORMAT = click.option(
-    "--format",
-    "output_format",
-    type=click.Choice(["text", "json"]),
-    default="text",
-    show_default=True,
-)
+_FORMAT = format_option(("text", "json"), "text")
 
 
 @freeze.command("show")
 @_FORMAT
 @pass_state
-def freeze_show(state: State, output_format: str) -> None:
+def freeze_show(state: State, out: Output) -> int:
     """Print verdict=pass|blocked and one reason a line."""
     from gates.commands import freeze as freeze_command
 
-    code = freeze_command.show(state.workspace(), as_json=output_format == "json", echo=_echo)
-    sys.exit(code)
+    return freeze_command.show(state.workspace(), out=out)
 
 
 @freeze.command("pin")
 @click.argument("rev")
 @pass_state
-def freeze_pin(state: State, rev: str) -> None:
+def freeze_pin(state: State, rev: str) -> int:
     """Set [freeze] pin to REV's commit, keeping the rest of gates.toml byte for byte."""
     from gates.commands import freeze as freeze_command
 
-    sys.exit(freeze_command.pin(state.workspace(), rev, echo=_echo))
+    return freeze_command.pin(state.workspace(), rev, echo=_echo)
 
 
 @cli.group()
@@ -253,7 +260,7 @@ def receipt_create(
     requested_class: str,
     output: str | None,
     force: bool,
-) -> None:
+) -> int:
     """Bind artifact files to provenance and stamp them formal or probe."""
     from gates.commands import receipt as receipt_command
     from gates.receipts.create import ReceiptRequest
@@ -267,35 +274,29 @@ def receipt_create(
         output=output,
         overwrite=force,
     )
-    sys.exit(receipt_command.create(state.workspace(), request, echo=_echo))
+    return receipt_command.create(state.workspace(), request, echo=_echo)
 
 
 @receipt.command("verify")
 @click.argument("paths", nargs=-1, required=True)
 @_FORMAT
 @pass_state
-def receipt_verify(state: State, paths: tuple[str, ...], output_format: str) -> None:
+def receipt_verify(state: State, paths: tuple[str, ...], out: Output) -> int:
     """Re-judge receipts as the audit would; exit 1 when any is rejected."""
     from gates.commands import receipt as receipt_command
 
-    code = receipt_command.verify(
-        state.inputs(), paths, cwd=state.cwd(), as_json=output_format == "json", echo=_echo
-    )
-    sys.exit(code)
+    return receipt_command.verify(state.inputs(), paths, cwd=state.cwd(), out=out)
 
 
 @receipt.command("show")
 @click.argument("path")
 @_FORMAT
 @pass_state
-def receipt_show(state: State, path: str, output_format: str) -> None:
+def receipt_show(state: State, path: str, out: Output) -> int:
     """Print one receipt."""
     from gates.commands import receipt as receipt_command
 
-    code = receipt_command.show(
-        state.workspace(), path, cwd=state.cwd(), as_json=output_format == "json", echo=_echo
-    )
-    sys.exit(code)
+    return receipt_command.show(state.workspace(), path, cwd=state.cwd(), out=out)
 
 
 @cli.group()
@@ -320,12 +321,12 @@ def check_loss(
     required_steps: int,
     bit_exact: bool,
     output: str,
-    output_format: str,
-) -> None:
+    out: Output,
+) -> int:
     """Compare REFERENCE and CANDIDATE losses (loss.json or raw_loss.jsonl, or run folders)."""
     from gates.commands import check as check_command
 
-    code = check_command.check_loss(
+    return check_command.check_loss(
         state.inputs(),
         reference,
         candidate,
@@ -333,10 +334,9 @@ def check_loss(
         bit_exact=bit_exact,
         output=output,
         cwd=state.cwd(),
-        as_json=output_format == "json",
-        echo=_echo,
+        as_json=out.as_json,
+        echo=out.echo,
     )
-    sys.exit(code)
 
 
 @check.command("determinism")
@@ -344,19 +344,18 @@ def check_loss(
 @_output("outputs/determinism_check.receipt.json")
 @_FORMAT
 @pass_state
-def check_determinism(state: State, runs: tuple[str, ...], output: str, output_format: str) -> None:
+def check_determinism(state: State, runs: tuple[str, ...], output: str, out: Output) -> int:
     """Repeats of one side and profile: are all RUNS bit-identical?"""
     from gates.commands import check as check_command
 
-    code = check_command.check_determinism(
+    return check_command.check_determinism(
         state.inputs(),
         runs,
         output=output,
         cwd=state.cwd(),
-        as_json=output_format == "json",
-        echo=_echo,
+        as_json=out.as_json,
+        echo=out.echo,
     )
-    sys.exit(code)
 
 
 @check.command("tensors")
@@ -382,8 +381,8 @@ def check_tensors(
     steps: str | None,
     phases: tuple[str, ...],
     output: str,
-    output_format: str,
-) -> None:
+    out: Output,
+) -> int:
     """Compare two tensor dumps bit for bit through the naming rules; locate the first
     divergence."""
     from gates.commands import tensors as tensors_command
@@ -395,7 +394,7 @@ def check_tensors(
     except ValueError as exc:
         raise click.BadParameter(str(exc), param_hint="--steps") from None
     selection = Selection(step_range, parse_phases(phases) if phases else PHASES, bool(phases))
-    code = tensors_command.check_tensors(
+    return tensors_command.check_tensors(
         state.inputs(),
         reference,
         candidate,
@@ -403,10 +402,8 @@ def check_tensors(
         selection=selection,
         output=output,
         cwd=state.cwd(),
-        as_json=output_format == "json",
-        echo=_echo,
+        out=out,
     )
-    sys.exit(code)
 
 
 @check.command("checkpoint")
@@ -449,8 +446,8 @@ def check_checkpoint(
     rank_timeout: float,
     verify_all: bool,
     output: str,
-    output_format: str,
-) -> None:
+    out: Output,
+) -> int:
     """Validity, hygiene, tensor count and canonical digest of the checkpoint in FOLDER.
 
     FOLDER may be below an external root (external:<root>/<path>, or its absolute
@@ -459,22 +456,20 @@ def check_checkpoint(
     from gates.commands import checkpoint as checkpoint_command
     from gates.hashing import verifying_all
 
-    as_json = output_format == "json"
     if merge:
         if folder or against or shard_range:
             raise click.UsageError(
                 "--merge takes receipts only: no FOLDER, --against or --shard-range"
             )
         with verifying_all(verify_all):
-            code = checkpoint_command.merge(
+            return checkpoint_command.merge(
                 state.inputs(),
                 merge,
                 output=output,
                 cwd=state.cwd(),
-                as_json=as_json,
-                echo=_echo,
+                as_json=out.as_json,
+                echo=out.echo,
             )
-        sys.exit(code)
     if folder is None:
         raise click.UsageError("give the checkpoint FOLDER (or --merge RECEIPT...)")
     if shard_range and against:
@@ -486,7 +481,7 @@ def check_checkpoint(
     except ValueError as exc:
         raise click.BadParameter(str(exc), param_hint="--shard-range") from None
     with verifying_all(verify_all):
-        code = checkpoint_command.check(
+        return checkpoint_command.check(
             state.inputs(),
             folder,
             against=against,
@@ -495,11 +490,10 @@ def check_checkpoint(
             threads=threads,
             output=output,
             cwd=state.cwd(),
-            as_json=as_json,
-            echo=_echo,
+            as_json=out.as_json,
+            echo=out.echo,
             rank_timeout=rank_timeout,
         )
-    sys.exit(code)
 
 
 @check.command("config")
@@ -541,12 +535,12 @@ def check_config(
     path: str | None,
     env: tuple[str, ...],
     output: str,
-    output_format: str,
-) -> None:
+    out: Output,
+) -> int:
     """Load OFFICIAL (config.json) with the candidate class: covered, meant, read, saved."""
     from gates.commands import config_check
 
-    code = config_check.check_config(
+    return config_check.check_config(
         state.inputs(),
         official,
         class_path=class_path,
@@ -555,10 +549,8 @@ def check_config(
         env=env,
         output=output,
         cwd=state.cwd(),
-        as_json=output_format == "json",
-        echo=_echo,
+        out=out,
     )
-    sys.exit(code)
 
 
 @cli.group()
@@ -575,21 +567,19 @@ def probe() -> None:
 @_FORMAT
 @pass_state
 def probe_consumed(
-    state: State, entry: str, tensors: tuple[str, ...], output: str, output_format: str
-) -> None:
+    state: State, entry: str, tensors: tuple[str, ...], output: str, out: Output
+) -> int:
     """Which named tensors does ENTRY's forward consume? (FUNCTION returns (forward, tensors).)"""
     from gates.commands import probe as probe_command
 
-    code = probe_command.consumed(
+    return probe_command.consumed(
         state.inputs(),
         entry,
         tensors,
         output=output,
         cwd=state.cwd(),
-        as_json=output_format == "json",
-        echo=_echo,
+        out=out,
     )
-    sys.exit(code)
 
 
 @cli.group()
@@ -605,22 +595,20 @@ def inventory() -> None:
 @_FORMAT
 @pass_state
 def inventory_diff(
-    state: State, reference: str, candidate: str, rules: str | None, output: str, output_format: str
-) -> None:
+    state: State, reference: str, candidate: str, rules: str | None, output: str, out: Output
+) -> int:
     """Every difference between two checkpoints' inventories, classified by the naming rules."""
     from gates.commands import inventory as inventory_command
 
-    code = inventory_command.diff(
+    return inventory_command.diff(
         state.inputs(),
         reference,
         candidate,
         rules=rules,
         output=output,
         cwd=state.cwd(),
-        as_json=output_format == "json",
-        echo=_echo,
+        out=out,
     )
-    sys.exit(code)
 
 
 @cli.command()
@@ -646,18 +634,17 @@ def replay(
     window_steps: int | None,
     explicit: tuple[str, ...],
     timeout: float,
-    output_format: str,
-) -> None:
+    out: Output,
+) -> int:
     """Re-execute sampled windows of a signed run and sign the bit-for-bit result."""
     from gates.commands import replay as replay_command
 
     request = replay_command.ReplayRequest(
         run_folder, seed, seed_file, windows, window_steps, explicit, timeout
     )
-    code = replay_command.replay(
-        state.inputs(), request, cwd=state.cwd(), as_json=output_format == "json", echo=_echo
+    return replay_command.replay(
+        state.inputs(), request, cwd=state.cwd(), as_json=out.as_json, echo=out.echo
     )
-    sys.exit(code)
 
 
 @cli.command()
@@ -669,24 +656,15 @@ def replay(
 )
 @_FORMAT
 @pass_state
-def steps(state: State, limit: int | None, output_format: str) -> None:
+def steps(state: State, limit: int | None, out: Output) -> int:
     """formal_alignment_steps = N / required, why, and the per-step ledger."""
     from gates.commands import steps as steps_command
 
-    code = steps_command.steps(
-        state.inputs(), limit=limit, as_json=output_format == "json", echo=_echo
-    )
-    sys.exit(code)
+    return steps_command.steps(state.inputs(), limit=limit, out=out)
 
 
 @cli.command()
-@click.option(
-    "--format",
-    "output_format",
-    type=click.Choice(["markdown", "json"]),
-    default="markdown",
-    show_default=True,
-)
+@format_option(("markdown", "json"), "markdown")
 @click.option("--lang", type=click.Choice(["en", "zh"]), default="en", show_default=True)
 @click.option(
     "--pr-body",
@@ -694,30 +672,26 @@ def steps(state: State, limit: int | None, output_format: str) -> None:
     help="Replace the block between the gates:status markers in this file (or append it).",
 )
 @pass_state
-def status(state: State, output_format: str, lang: str, pr_body: Path | None) -> None:
+def status(state: State, out: Output, lang: str, pr_body: Path | None) -> int:
     """The PR status block: verdict, contracts, blockers, evidence, what is unverified."""
     from gates.commands import status as status_command
 
     if pr_body is not None and not pr_body.is_absolute():
         pr_body = state.cwd() / pr_body
-    code = status_command.status(
-        state.inputs(), output_format=output_format, lang=lang, pr_body=pr_body, echo=_echo
-    )
-    sys.exit(code)
+    return status_command.status(state.inputs(), lang=lang, pr_body=pr_body, out=out)
 
 
 @cli.command()
 @click.argument("contract_id", metavar="ID")
 @_FORMAT
 @pass_state
-def explain(state: State, contract_id: str, output_format: str) -> None:
+def explain(state: State, contract_id: str, out: Output) -> int:
     """One contract: each criterion now, and the commands that would discharge it."""
     from gates.commands import explain as explain_command
 
-    code = explain_command.explain(
-        state.inputs(), contract_id, as_json=output_format == "json", echo=_echo
+    return explain_command.explain(
+        state.inputs(), contract_id, as_json=out.as_json, echo=out.echo
     )
-    sys.exit(code)
 
 
 @cli.group()
@@ -729,15 +703,12 @@ def claims() -> None:
 @click.argument("file", type=click.Path(dir_okay=False, path_type=Path))
 @_FORMAT
 @pass_state
-def claims_check(state: State, file: Path, output_format: str) -> None:
+def claims_check(state: State, file: Path, out: Output) -> int:
     """List every figure FILE claims that no accepted receipt or checker output backs."""
     from gates.commands import claims as claims_command
 
     path = file if file.is_absolute() else state.cwd() / file
-    code = claims_command.claims_check(
-        state.inputs(), path, as_json=output_format == "json", echo=_echo
-    )
-    sys.exit(code)
+    return claims_command.claims_check(state.inputs(), path, out=out)
 
 
 @cli.group()
@@ -757,21 +728,21 @@ _STAGE = click.option(
 @_STAGE
 @click.option("--force", is_flag=True, help="Keep an existing foreign hook aside and install.")
 @pass_state
-def hook_install(state: State, stage: str, force: bool) -> None:
+def hook_install(state: State, stage: str, force: bool) -> int:
     """Install the hook."""
     from gates.commands import hook as hook_command
 
-    sys.exit(hook_command.install(state.workspace(), stage, force=force, echo=_echo))
+    return hook_command.install(state.workspace(), stage, force=force, echo=_echo)
 
 
 @hook.command("uninstall")
 @_STAGE
 @pass_state
-def hook_uninstall(state: State, stage: str) -> None:
+def hook_uninstall(state: State, stage: str) -> int:
     """Remove the hook gates installed (restoring one it kept aside)."""
     from gates.commands import hook as hook_command
 
-    sys.exit(hook_command.uninstall(state.workspace(), stage, echo=_echo))
+    return hook_command.uninstall(state.workspace(), stage, echo=_echo)
 
 
 @cli.command(context_settings={"ignore_unknown_options": True})
@@ -816,7 +787,7 @@ def run(
     model_config: Path | None,
     force: bool,
     command: tuple[str, ...],
-) -> None:
+) -> int:
     """Launch CMD under the source freeze and stamp what it leaves: gates run -- CMD ..."""
     from gates.commands import run as run_command
 
@@ -838,38 +809,36 @@ def run(
         force=force,
         model_config=state.cwd() / model_config if model_config else None,
     )
-    sys.exit(run_command.run(state.inputs(), request, cwd=state.cwd(), echo=_echo))
+    return run_command.run(state.inputs(), request, cwd=state.cwd(), echo=_echo)
 
 
 @cli.command("evidence")
 @_FORMAT
 @pass_state
-def evidence_list(state: State, output_format: str) -> None:
+def evidence_list(state: State, out: Output) -> int:
     """Every piece of evidence the policy asks for: missing, stale, probe or formal, and the
     command that makes or refreshes it (exit 0 only when all is formal)."""
     from gates.commands import evidence as evidence_command
 
     workspace = state.inputs()
-    sys.exit(evidence_command.evidence(workspace, as_json=output_format == "json", echo=_echo))
+    return evidence_command.evidence(workspace, out=out)
 
 
 @cli.command()
 @click.option("--dry-run", is_flag=True, help="Only list the commands that would run.")
 @_FORMAT
 @pass_state
-def refresh(state: State, dry_run: bool, output_format: str) -> None:
+def refresh(state: State, dry_run: bool, out: Output) -> int:
     """Re-run the stale checkers from their recorded inputs (never the training runs)."""
     from gates.commands import evidence as evidence_command
 
     options = evidence_command.root_options(state.directory, state.policy_ref, state.trust)
-    code = evidence_command.refresh(
+    return evidence_command.refresh(
         state.inputs(),
         dry_run=dry_run,
         global_options=options,
-        as_json=output_format == "json",
-        echo=_echo,
+        out=out,
     )
-    sys.exit(code)
 
 
 @cli.group()
@@ -903,7 +872,7 @@ def attest() -> None:
 @attest.command("export")
 @click.option(
     "--out",
-    "out",
+    "folder",
     required=True,
     type=click.Path(file_okay=False, path_type=Path),
     help="Folder to write the envelopes and the VSA into.",
@@ -922,30 +891,27 @@ def attest() -> None:
 @_FORMAT
 @pass_state
 def attest_export(
-    state: State, out: Path, key_path: Path | None, resource_uri: str | None, output_format: str
-) -> None:
+    state: State, folder: Path, key_path: Path | None, resource_uri: str | None, out: Output
+) -> int:
     """Write every accepted receipt's DSSE envelope and the verdict's VSA to OUT."""
     from gates.commands import attest as attest_command
 
-    sys.exit(
-        attest_command.export(
-            state.inputs(),
-            state.cwd() / out,
-            key_path=key_path,
-            as_json=output_format == "json",
-            echo=_echo,
-            resource_uri=resource_uri,
-        )
+    return attest_command.export(
+        state.inputs(),
+        state.cwd() / folder,
+        key_path=key_path,
+        out=out,
+        resource_uri=resource_uri,
     )
 
 
 @cli.command()
 @click.option("--keep", is_flag=True, help="Keep the temporary workspace to explore it.")
-def demo(keep: bool) -> None:
+def demo(keep: bool) -> int:
     """Show the whole story on a small workspace built in a temporary folder."""
     from gates.commands import demo as demo_command
 
-    sys.exit(demo_command.demo(keep=keep, echo=_echo))
+    return demo_command.demo(keep=keep, echo=_echo)
 
 
 # report, history, attest verify (docs/report.md): defined in their own module
@@ -961,7 +927,7 @@ def _fail(message: str, code: int = exitcodes.ERROR) -> NoReturn:
     sys.exit(code)
 
 
-def main(argv: list[str] | None = None) -> Any:
+def main(argv: list[str] | None = None) -> NoReturn:
     """Entry point: run the CLI and map every failure to one line and an exit code.
 
     `--debug` is read from gates' own parsed options, never from the raw argv:
@@ -975,7 +941,7 @@ def main(argv: list[str] | None = None) -> Any:
     try:
         ctx = cli.make_context("gates", args)
         with ctx:
-            return cli.invoke(ctx)
+            code = cli.invoke(ctx)  # a command returns its exit code
     except click.exceptions.Exit as done:
         sys.exit(done.exit_code)
     except click.ClickException as usage:
@@ -991,6 +957,7 @@ def main(argv: list[str] | None = None) -> Any:
         if _debug(ctx):
             traceback.print_exc()
         _fail(f"internal error: {type(error).__name__}: {error} (rerun with --debug for details)")
+    sys.exit(code)
 
 
 def _debug(ctx: click.Context | None) -> bool:

@@ -14,7 +14,7 @@ import click
 F = TypeVar("F", bound=Callable[..., Any])
 
 #: Options that say how to show or write, not what to check: never recorded.
-_NOT_RECORDED = ("output_format", "no_receipt", "force_replace")
+_NOT_RECORDED = ("out", "no_receipt", "force_replace")
 
 
 def recorded_argv(ctx: click.Context) -> tuple[str, ...]:

@@ -5,7 +5,7 @@ progress) can speak of criteria without importing the contracts stage above them
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from enum import StrEnum
 
 
@@ -23,9 +23,6 @@ class Criterion:
     name: str
     met: bool
     detail: str
-    #: The typed figures behind the finding, for reporters (the tensor comparison); never
-    #: part of the verdict, never serialized.
-    data: object = field(default=None, compare=False, repr=False)
 
 
 def discharge_status(criteria: tuple[Criterion, ...]) -> DischargeStatus:

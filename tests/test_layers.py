@@ -72,6 +72,8 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("policy",),
     # the kinds of evidence the contracts read
     ("checkpoints", "configsem", "tensors"),
+    # the checkers' output documents, as the contracts and the status command read them
+    ("outputs",),
     ("sandbox",),
     ("receipts",),
     ("trust",),

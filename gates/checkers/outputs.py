@@ -22,6 +22,7 @@ from gates.echo import note
 from gates.engine.inputs import AuditInputs
 from gates.errors import GatesError, ReceiptError
 from gates.freeze.check import FreezeReport, evaluate_freeze
+from gates.outputs.models import check_output
 from gates.paths import resolve_inside
 from gates.receipts.create import ReceiptRequest, build_document, create_receipt
 from gates.receipts.model import RECEIPT_SUFFIX, ArtifactKind, EvidenceClass, Receipt
@@ -119,6 +120,7 @@ def write_checker_output(
     """
     workspace = audit.workspace
     artifact = artifact_path(receipt_path)
+    check_output(kind, document, artifact)
     mode = current_mode()
     request = ReceiptRequest(
         kind=kind,

@@ -9,7 +9,7 @@ from pathlib import Path
 from gates import exitcodes
 from gates.atomic import write_text_atomic
 from gates.canonical import content_id, pretty_json
-from gates.echo import Echo
+from gates.echo import Echo, Output
 from gates.engine.audit import run_audit
 from gates.engine.inputs import AuditInputs
 from gates.engine.summary import summarize
@@ -32,15 +32,15 @@ def _envelope_name(receipt_path: str) -> str:
 
 def export(
     inputs: AuditInputs,
-    out: Path,
+    folder: Path,
     *,
     key_path: Path | None,
-    as_json: bool,
-    echo: Echo,
+    out: Output,
     resource_uri: str | None = None,
 ) -> int:
     """Exit 0 when the verdict is pass, 1 when blocked (the files are written either way)."""
     workspace = inputs.workspace
+    as_json, echo = out.as_json, out.echo
     key = load_key(key_path) if key_path else key_from_environment()
     repository = repository_uri(workspace.root, resource_uri)
     result = run_audit(inputs)
@@ -55,7 +55,7 @@ def export(
         if not isinstance(envelope, dict) or content_id(document) != receipt.id:
             continue  # unsigned, or changed since the audit judged it
         name = _envelope_name(judgement.path)
-        write_text_atomic(out / name, pretty_json(envelope))
+        write_text_atomic(folder / name, pretty_json(envelope))
         envelopes.append((judgement.path, envelope))
         written.append(name)
     policy = result.policy
@@ -73,22 +73,22 @@ def export(
     )
     if key is not None:
         vsa_name = "vsa.dsse.json"
-        write_text_atomic(out / vsa_name, pretty_json(sign_statement(statement, key)))
+        write_text_atomic(folder / vsa_name, pretty_json(sign_statement(statement, key)))
     else:
         vsa_name = "vsa.intoto.json"
-        write_text_atomic(out / vsa_name, pretty_json(statement))
+        write_text_atomic(folder / vsa_name, pretty_json(statement))
     summary = {
         "verdict": result.verdict,
         "envelopes": written,
         "vsa": vsa_name,
         "vsa_signed": key is not None,
         "resourceUri": statement["predicate"]["resourceUri"],
-        "out": str(out),
+        "out": str(folder),
     }
     if as_json:
         echo(json.dumps(summary, indent=2))
     else:
-        echo(f"wrote {len(written)} envelope(s) and {vsa_name} to {out}")
+        echo(f"wrote {len(written)} envelope(s) and {vsa_name} to {folder}")
         echo(f"verificationResult={statement['predicate']['verificationResult']}")
     return exitcodes.OK if result.verdict == "pass" else exitcodes.BLOCKED
 

@@ -7,11 +7,12 @@ import os
 from pathlib import Path
 
 from gates import exitcodes
-from gates.echo import Echo, note
+from gates.echo import Output, note
 from gates.engine.audit import AuditResult, run_audit
 from gates.engine.inputs import AuditInputs
 from gates.errors import GatesError
-from gates.reporters import REPORTERS, github_report
+from gates.outputs.read import read_outputs
+from gates.reporters import REPORTERS, github_report, status_md
 
 
 def exit_code(result: AuditResult) -> int:
@@ -20,13 +21,14 @@ def exit_code(result: AuditResult) -> int:
     return exitcodes.OK if result.verdict == "pass" else exitcodes.BLOCKED
 
 
-def audit(inputs: AuditInputs, *, output_format: str, echo: Echo) -> int:
+def audit(inputs: AuditInputs, *, out: Output) -> int:
     result = run_audit(inputs)
-    echo(REPORTERS[output_format](result))
+    out.echo(REPORTERS[out.format](result))
     summary = os.environ.get(github_report.SUMMARY_VARIABLE)
-    if output_format == "github" and summary:
+    if out.format == "github" and summary:
         try:
-            github_report.write_step_summary(result, Path(summary))
+            outputs = read_outputs(result.root, status_md.shown_evidence(result))
+            github_report.write_step_summary(result, Path(summary), outputs=outputs)
         except OSError as exc:  # the annotations are out; the summary is a convenience
             note(f"{summary}: cannot append the job summary ({exc.strerror}); check the runner")
     return exit_code(result)

@@ -7,15 +7,16 @@ from dataclasses import asdict
 from pathlib import Path
 
 from gates import exitcodes
-from gates.echo import Echo
+from gates.echo import Output
 from gates.engine.audit import run_audit
 from gates.engine.inputs import AuditInputs
 from gates.errors import GatesError
 from gates.reporters.claims import check_claims
 
 
-def claims_check(inputs: AuditInputs, path: Path, *, as_json: bool, echo: Echo) -> int:
+def claims_check(inputs: AuditInputs, path: Path, *, out: Output) -> int:
     """Exit 1 when any claim is unbacked."""
+    as_json, echo = out.as_json, out.echo
     try:
         text = path.read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError) as exc:

@@ -22,7 +22,7 @@ from gates.configsem.envfiles import read_env_files
 from gates.configsem.official import read_official
 from gates.configsem.probe import Tree
 from gates.configsem.table import Table, parse_table
-from gates.echo import Echo
+from gates.echo import Output
 from gates.engine.audit import judge_workspace
 from gates.engine.inputs import AuditInputs
 from gates.errors import ConfigError, GatesError
@@ -77,10 +77,10 @@ def check_config(
     env: tuple[str, ...],
     output: str,
     cwd: Path,
-    as_json: bool,
-    echo: Echo,
+    out: Output,
 ) -> int:
     workspace = audit.workspace
+    as_json, echo = out.as_json, out.echo
     if not CLASS_PATH.fullmatch(class_path):
         raise GatesError(
             f"--class {class_path!r}: expected MODULE:CLASS, e.g. "

@@ -21,7 +21,7 @@ from gates import exitcodes
 from gates.checkers.outputs import receipt_binding
 from gates.contracts import results_schema_and_provenance as results_contract
 from gates.contracts.model import EvaluationError
-from gates.echo import Echo
+from gates.echo import Output
 from gates.engine.audit import WorkspaceState, contract_evidence, judge_workspace, results_spec
 from gates.engine.inputs import AuditInputs
 from gates.policy.contract_files import ContractSpec
@@ -230,8 +230,9 @@ def render(items: list[Item], *, as_json: bool) -> str:
     return "\n".join(lines)
 
 
-def evidence(inputs: AuditInputs, *, as_json: bool, echo: Echo) -> int:
+def evidence(inputs: AuditInputs, *, out: Output) -> int:
     """Exit 0 when every piece is formal, 1 otherwise."""
+    as_json, echo = out.as_json, out.echo
     items = evidence_items(inputs)
     echo(render(items, as_json=as_json))
     return exitcodes.OK if all(i.state == "formal" for i in items) else exitcodes.BLOCKED
@@ -250,12 +251,12 @@ def refresh(
     *,
     dry_run: bool,
     global_options: tuple[str, ...],
-    as_json: bool,
-    echo: Echo,
+    out: Output,
 ) -> int:
     """Re-run every stale or probe checker output that records its command; training runs
     are listed, never re-run. Exit 0 when every re-run succeeded."""
     workspace = inputs.workspace
+    as_json, echo = out.as_json, out.echo
     items = evidence_items(inputs)
     chosen = [i for i in items if i.refreshable and i.state in ("stale", "probe")]
     done: list[Refreshed] = []

@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING
 
 from gates import exitcodes, git
 from gates.atomic import write_text_atomic
-from gates.echo import Echo
+from gates.echo import Echo, Output
 from gates.errors import ConfigError
 from gates.freeze.check import FreezeConfig, FreezeReport, evaluate_freeze
 
@@ -29,7 +29,8 @@ def render_freeze(report: FreezeReport, *, as_json: bool) -> str:
     return "\n".join(lines)
 
 
-def show(workspace: Workspace, *, as_json: bool, echo: Echo) -> int:
+def show(workspace: Workspace, *, out: Output) -> int:
+    as_json, echo = out.as_json, out.echo
     return show_settings(workspace.root, workspace.config, as_json=as_json, echo=echo)
 
 

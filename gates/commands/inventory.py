@@ -13,7 +13,7 @@ from gates.checkers.outputs import write_checker_output
 from gates.checkpoints.check import check_checkpoint
 from gates.checkpoints.survey import Survey, survey
 from gates.commands.checkpoint import resolve_rules
-from gates.echo import Echo
+from gates.echo import Output
 from gates.engine.inputs import AuditInputs
 from gates.external import locate
 from gates.hashing import StatCache
@@ -128,11 +128,11 @@ def diff(
     rules: str | None,
     output: str,
     cwd: Path,
-    as_json: bool,
-    echo: Echo,
+    out: Output,
 ) -> int:
     """Exit 1 when a structural difference remains or either side is invalid."""
     workspace = audit.workspace
+    as_json, echo = out.as_json, out.echo
     roots = roots_of(workspace)
     ruleset, rules_source = resolve_rules(audit, rules, cwd)
     cache = StatCache(None)

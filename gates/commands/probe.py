@@ -12,7 +12,7 @@ from pathlib import Path
 
 from gates import exitcodes
 from gates.checkers.outputs import write_checker_output
-from gates.echo import Echo
+from gates.echo import Output
 from gates.engine.inputs import AuditInputs
 from gates.errors import GatesError
 from gates.paths import resolve_inside, to_workspace_relpath
@@ -84,11 +84,11 @@ def consumed(
     *,
     output: str,
     cwd: Path,
-    as_json: bool,
-    echo: Echo,
+    out: Output,
 ) -> int:
     """Exit 0 when the probe was repeatable (whatever it found), 1 when it was not."""
     workspace = audit.workspace
+    as_json, echo = out.as_json, out.echo
     file_part, sep, function = entry.rpartition(":")
     if not sep or not file_part or not function:
         raise GatesError(f"{entry!r}: give the entry point as path/to/file.py:function")

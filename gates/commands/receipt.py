@@ -7,7 +7,7 @@ from pathlib import Path
 
 from gates import exitcodes
 from gates.canonical import pretty_json
-from gates.echo import Echo
+from gates.echo import Echo, Output
 from gates.engine.audit import code_judge, freeze_discharged, judge_workspace, judging_context
 from gates.engine.inputs import AuditInputs
 from gates.errors import ReceiptError
@@ -36,11 +36,10 @@ def _relpaths(workspace: Workspace, given: tuple[str, ...], cwd: Path) -> list[s
     return [to_workspace_relpath(workspace.root, path, cwd) for path in given]
 
 
-def verify(
-    inputs: AuditInputs, paths: tuple[str, ...], *, cwd: Path, as_json: bool, echo: Echo
-) -> int:
+def verify(inputs: AuditInputs, paths: tuple[str, ...], *, cwd: Path, out: Output) -> int:
     """Re-judge the given receipts exactly as `gates audit` would; exit 1 if any is rejected."""
     workspace = inputs.workspace
+    as_json, echo = out.as_json, out.echo
     relpaths = _relpaths(workspace, paths, cwd)
     state = judge_workspace(inputs)
     judged = {judgement.path: judgement for judgement in state.receipts}
@@ -61,8 +60,9 @@ def _render_verdicts(judgements: list[Judgement], *, as_json: bool) -> str:
     return "\n".join(f"{j.path}: {j.status.value} ({j.reason})" for j in judgements)
 
 
-def show(workspace: Workspace, path: str, *, cwd: Path, as_json: bool, echo: Echo) -> int:
+def show(workspace: Workspace, path: str, *, cwd: Path, out: Output) -> int:
     """Print one receipt; a receipt that cannot be read is an error naming the reason."""
+    as_json, echo = out.as_json, out.echo
     relpath = _relpaths(workspace, (path,), cwd)[0]
     try:
         receipt = read_receipt(workspace.root, relpath)

@@ -7,10 +7,11 @@ from pathlib import Path
 
 from gates import exitcodes
 from gates.atomic import write_bytes_atomic
-from gates.echo import Echo
+from gates.echo import Output
 from gates.engine.audit import AuditResult, run_audit
 from gates.engine.inputs import AuditInputs
 from gates.errors import GatesError
+from gates.outputs.read import read_outputs
 from gates.reporters import status_md
 from gates.reporters.json_report import audit_object
 
@@ -39,22 +40,17 @@ def update_pr_body(path: Path, block: str) -> bool:
     return True
 
 
-def status(
-    inputs: AuditInputs,
-    *,
-    output_format: str,
-    lang: str,
-    pr_body: Path | None,
-    echo: Echo,
-) -> int:
+def status(inputs: AuditInputs, *, lang: str, pr_body: Path | None, out: Output) -> int:
+    """Exit 0 when the verdict is pass, else 1 (``out.format``: markdown or json)."""
     result = run_audit(inputs)
-    if output_format == "json":
-        echo(json.dumps(status_object(result, lang), indent=2, ensure_ascii=False))
+    if out.as_json:
+        out.echo(json.dumps(status_object(result, lang), indent=2, ensure_ascii=False))
     else:
-        block = status_md.render(result, lang)
+        outputs = read_outputs(result.root, status_md.shown_evidence(result))
+        block = status_md.render(result, lang, outputs=outputs)
         if pr_body is None:
-            echo(block)
+            out.echo(block)
         else:
             changed = update_pr_body(pr_body, block)
-            echo(f"{pr_body}: status block {'updated' if changed else 'unchanged'}")
+            out.echo(f"{pr_body}: status block {'updated' if changed else 'unchanged'}")
     return exitcodes.OK if result.verdict == "pass" else exitcodes.BLOCKED

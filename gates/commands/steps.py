@@ -4,10 +4,11 @@ from __future__ import annotations
 
 import json
 import struct
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 
 from gates import exitcodes
-from gates.echo import Echo
+from gates.echo import Output
 from gates.engine.audit import run_audit
 from gates.engine.inputs import AuditInputs
 from gates.receipts.alignment import Alignment
@@ -140,17 +141,43 @@ def _cell(value: object) -> str:
     return f"{value!r:<24}" if value is not None else f"{'-':<24}"
 
 
-def steps(inputs: AuditInputs, *, limit: int | None, as_json: bool, echo: Echo) -> int:
-    """Exit 0 when formal_alignment_steps reaches the required steps and no receipt is
-    rejected (a rejected input may be what the count should have used), else 1."""
+@dataclass(frozen=True)
+class StepsReport:
+    """What `gates steps` found: the alignment, the tensor progress, the rejected receipts,
+    and how many ledger rows to show."""
+
+    alignment: Alignment
+    rows: int
+    progress: Progress | None
+    rejected: tuple[str, ...]
+
+    @property
+    def met(self) -> bool:
+        """formal_alignment_steps reaches the required steps and no receipt is rejected."""
+        reached = 0 < self.alignment.required <= self.alignment.steps
+        return reached and not self.rejected
+
+
+def steps_report(inputs: AuditInputs, limit: int | None) -> StepsReport:
     result = run_audit(inputs)
     alignment = result.alignment
-    progress = tensor_progress(result.contracts)
     rows = alignment.required if limit is None else limit
-    rejected = [j.path for j in result.receipts if j.status is Status.REJECTED]
-    if as_json:
-        echo(json.dumps(steps_object(alignment, rows, progress, rejected), indent=2))
-    else:
-        echo(render_text(alignment, rows, progress, rejected))
-    met = alignment.required > 0 and alignment.steps >= alignment.required and not rejected
-    return exitcodes.OK if met else exitcodes.BLOCKED
+    rejected = tuple(j.path for j in result.receipts if j.status is Status.REJECTED)
+    return StepsReport(alignment, rows, tensor_progress(result.contracts), rejected)
+
+
+#: --format -> the renderer of a StepsReport
+RENDERERS: dict[str, Callable[[StepsReport], str]] = {
+    "text": lambda r: render_text(r.alignment, r.rows, r.progress, r.rejected),
+    "json": lambda r: json.dumps(
+        steps_object(r.alignment, r.rows, r.progress, r.rejected), indent=2
+    ),
+}
+
+
+def steps(inputs: AuditInputs, *, limit: int | None, out: Output) -> int:
+    """Exit 0 when formal_alignment_steps reaches the required steps and no receipt is
+    rejected (a rejected input may be what the count should have used), else 1."""
+    report = steps_report(inputs, limit)
+    out.echo(RENDERERS[out.format](report))
+    return exitcodes.OK if report.met else exitcodes.BLOCKED

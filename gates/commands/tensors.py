@@ -8,7 +8,7 @@ from pathlib import Path
 
 from gates import exitcodes
 from gates.checkers.outputs import receipt_binding, write_checker_output
-from gates.echo import Echo
+from gates.echo import Echo, Output
 from gates.engine.audit import judge_workspace
 from gates.engine.inputs import AuditInputs
 from gates.naming.rules import RuleSet
@@ -145,11 +145,11 @@ def check_tensors(
     selection: Selection,
     output: str,
     cwd: Path,
-    as_json: bool,
-    echo: Echo,
+    out: Output,
 ) -> int:
     """Exit 0 when every compared tensor is bit-identical and nothing is missing, else 1."""
     workspace = audit.workspace
+    as_json, echo = out.as_json, out.echo
     ref_rel, ref_path = _open(workspace, reference, cwd)
     cand_rel, cand_path = _open(workspace, candidate, cwd)
     ruleset, rules_source = _ruleset(audit, rules, cwd)

@@ -17,10 +17,37 @@ from gates.policy.waivers import LoadedWaiver
 from gates.receipts.binding import DeclaredEntrypoint
 from gates.receipts.evidence import Evidence
 from gates.receipts.verify import Judgement
+from gates.tensors.progress import TensorFigures
 from gates.workspace import Workspace
 
 if TYPE_CHECKING:  # only for the annotation: the alignment module pulls in the loss readers
     from gates.receipts.alignment import Alignment
+
+
+@dataclass(frozen=True)
+class ResultsFigures:
+    """What the results contract decided, for the reporters: whether the candidate's formal
+    loss is backed by identical repeats and whether a checkpoint matched its reference.
+
+    ``hash_match`` is the recomputed criterion where the contract asks for it
+    (`checkpoint_hash_equal`); otherwise the claim of a counting `checkpoint_check` output
+    of its evidence, which the contract then does not recompute.
+    """
+
+    repeats_identical: bool | None  # None: the contract asks for no repeats
+    hash_match: bool
+
+
+#: The typed figures of one contract's result, by check (None: the check has no figures).
+Figures = TensorFigures | ResultsFigures | None
+
+
+@dataclass(frozen=True)
+class Evaluation:
+    """An evaluator's answer: its criteria and the figures it decided."""
+
+    criteria: list[Criterion]
+    figures: Figures = None
 
 
 @dataclass(frozen=True)
@@ -31,6 +58,7 @@ class ContractResult:
     criteria: tuple[Criterion, ...]
     evidence: tuple[Evidence, ...] = ()
     waivers: tuple[LoadedWaiver, ...] = ()
+    figures: Figures = None
 
     @property
     def first_unmet(self) -> Criterion | None:

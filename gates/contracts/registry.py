@@ -9,10 +9,11 @@ import importlib
 from collections.abc import Callable
 from typing import Any
 
-from gates.contracts.model import EvaluationContext
+from gates.contracts.model import Evaluation, EvaluationContext
 from gates.criteria import Criterion
 
-Evaluator = Callable[[EvaluationContext, dict[str, Any]], list[Criterion]]
+#: An evaluator returns its criteria, or an `Evaluation` when it decides figures too.
+Evaluator = Callable[[EvaluationContext, dict[str, Any]], list[Criterion] | Evaluation]
 
 #: check name -> module under gates.contracts holding `evaluate`
 MODULES: dict[str, str] = {

@@ -14,9 +14,17 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictInt, ValidationError
 
 from gates.canonical import strict_loads
-from gates.contracts.model import EvaluationContext, EvaluationError
+from gates.contracts.model import (
+    Evaluation,
+    EvaluationContext,
+    EvaluationError,
+    ResultsFigures,
+)
 from gates.criteria import Criterion
 from gates.errors import GatesError, UnsafePathError
+from gates.outputs.checkpoint_check import Against, CheckpointCheck
+from gates.outputs.loss_check import DeterminismCheck
+from gates.outputs.models import parse_output
 from gates.paths import check_relpath
 from gates.receipts.artifacts import KIND_BY_FILE_NAME, artifact_problem
 from gates.receipts.binding import DeclaredEntrypoint
@@ -148,10 +156,9 @@ def _alignment(context: EvaluationContext, params: Params) -> Criterion:
     return Criterion("formal_alignment_steps", met, detail)
 
 
-def _outputs(
-    context: EvaluationContext, kind: ArtifactKind
-) -> list[tuple[Judgement, dict[str, Any]]]:
-    """The checker outputs of ``kind`` bound by receipts that count for this contract."""
+def _outputs(context: EvaluationContext, kind: ArtifactKind) -> list[tuple[Judgement, BaseModel]]:
+    """The checker outputs of ``kind`` bound by receipts that count for this contract, as
+    their models (an output that does not fit its model backs nothing)."""
     found = []
     for item in context.evidence:
         receipt = item.judgement.receipt
@@ -161,16 +168,25 @@ def _outputs(
             output = strict_loads((context.workspace.root / receipt.subjects[0].path).read_bytes())
         except (OSError, ValueError):
             continue
-        if isinstance(output, dict):
-            found.append((item.judgement, output))
+        parsed = parse_output(kind, output)
+        if parsed is not None:
+            found.append((item.judgement, parsed))
     return found
 
 
-def _determinism_checks(context: EvaluationContext) -> list[tuple[Judgement, dict[str, Any]]]:
+def _determinism_checks(context: EvaluationContext) -> list[tuple[Judgement, DeterminismCheck]]:
     return [
         (judgement, output)
         for judgement, output in _outputs(context, ArtifactKind.LOSS_CHECK)
-        if output.get("mode") == "determinism"
+        if isinstance(output, DeterminismCheck)
+    ]
+
+
+def _checkpoint_checks(context: EvaluationContext) -> list[tuple[Judgement, CheckpointCheck]]:
+    return [
+        (judgement, output)
+        for judgement, output in _outputs(context, ArtifactKind.CHECKPOINT_CHECK)
+        if isinstance(output, CheckpointCheck)
     ]
 
 
@@ -182,11 +198,11 @@ def _repeats(context: EvaluationContext, params: Params) -> Criterion:
     digest = chosen.candidate_series.digest()
     for judgement, output in _determinism_checks(context):
         if (
-            output.get("deterministic") is True
-            and output.get("series_sha256") == digest
-            and len(output.get("runs", [])) >= params.min_repeats
+            output.deterministic
+            and output.series_sha256 == digest
+            and len(output.runs) >= params.min_repeats
         ):
-            runs = len(output["runs"])
+            runs = len(output.runs)
             return Criterion(name, True, f"{runs} identical repeats in {judgement.path}")
     return Criterion(
         name,
@@ -196,7 +212,7 @@ def _repeats(context: EvaluationContext, params: Params) -> Criterion:
     )
 
 
-def evaluate(context: EvaluationContext, raw: dict[str, Any]) -> list[Criterion]:
+def evaluate(context: EvaluationContext, raw: dict[str, Any]) -> Evaluation:
     params = parse_params(raw)
     criteria = [
         _entrypoints(context, params),
@@ -204,11 +220,19 @@ def evaluate(context: EvaluationContext, raw: dict[str, Any]) -> list[Criterion]
         _side("candidate", context, params.candidate, params.required_files),
         _alignment(context, params),
     ]
-    if params.min_repeats >= 2:
-        criteria.append(_repeats(context, params))
-    if params.checkpoint_hash_equal:
-        criteria.append(_checkpoint_hashes(context))
-    return criteria
+    repeats = _repeats(context, params) if params.min_repeats >= 2 else None
+    hashes = _checkpoint_hashes(context) if params.checkpoint_hash_equal else None
+    criteria += [c for c in (repeats, hashes) if c is not None]
+    figures = ResultsFigures(
+        repeats_identical=repeats.met if repeats else None,
+        hash_match=hashes.met if hashes else _hash_match_claimed(context),
+    )
+    return Evaluation(criteria, figures)
+
+
+def _hash_match_claimed(context: EvaluationContext) -> bool:
+    """A counting checkpoint check claims hash_match=true (not recomputed: not asked for)."""
+    return any(output.hash_match is True for _, output in _checkpoint_checks(context))
 
 
 def _checkpoint_hashes(context: EvaluationContext) -> Criterion:
@@ -216,9 +240,9 @@ def _checkpoint_hashes(context: EvaluationContext) -> Criterion:
     claim the audit recomputes (digests through the stat cache, content through the naming
     rules in force) instead of believing it."""
     name = "checkpoint_hash_match"
-    for judgement, output in _outputs(context, ArtifactKind.CHECKPOINT_CHECK):
-        against = output.get("against")
-        if not (isinstance(against, dict) and against.get("hash_match") is True):
+    for judgement, output in _checkpoint_checks(context):
+        against = output.against
+        if against is None or against.hash_match is not True:
             continue
         problem = _recomputed_pair_problem(context, output, against)
         if problem:
@@ -234,15 +258,13 @@ def _checkpoint_hashes(context: EvaluationContext) -> Criterion:
 
 
 def _recomputed_pair_problem(
-    context: EvaluationContext, output: dict[str, Any], against: dict[str, Any]
+    context: EvaluationContext, output: CheckpointCheck, against: Against
 ) -> str:
     from gates.checkpoints.check import check_checkpoint, compare_pair  # noqa: PLC0415
     from gates.naming.rulefile import INVENTORY_CHECK, ruleset_from_params  # noqa: PLC0415
 
     root = context.workspace.root
-    candidate, reference = output.get("path"), against.get("reference")
-    if not isinstance(candidate, str) or not isinstance(reference, str):
-        return "output names no checkpoint paths"
+    candidate, reference = output.path, against.reference
     inventory = context.policy.contract(INVENTORY_CHECK) if context.policy else None
     try:
         ruleset = ruleset_from_params(inventory[1].params if inventory else {}, "tensor-inventory")
@@ -254,6 +276,6 @@ def _recomputed_pair_problem(
         return f"cannot recompute: {exc.one_line()}"
     if not compare_pair(ref, cand, ruleset).figures()["hash_match"]:
         return "the recomputation through the naming rules in force does not match"
-    if ref.digest != against.get("reference_digest") or cand.digest != output.get("digest"):
+    if ref.digest != against.reference_digest or cand.digest != output.digest:
         return "the output's digests are not the checkpoints' (recomputed)"
     return ""

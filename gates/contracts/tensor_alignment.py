@@ -12,7 +12,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, ValidationError
 
-from gates.contracts.model import EvaluationContext, EvaluationError
+from gates.contracts.model import Evaluation, EvaluationContext, EvaluationError
 from gates.criteria import Criterion
 from gates.errors import ConfigError, GatesError, UnsafePathError
 from gates.naming.rulefile import RULE_KEYS, ruleset_from_params
@@ -20,7 +20,7 @@ from gates.paths import check_relpath, resolve_inside
 from gates.receipts.model import ArtifactKind
 from gates.tensors.compare import Comparison, Selection, compare_dumps, parse_phases
 from gates.tensors.layout import ORDER_FILE, PHASES, TENSORS_FOLDER, StepRange, open_dump
-from gates.tensors.progress import PREFIX, progress_detail
+from gates.tensors.progress import TensorFigures, tensor_figures
 from gates.validation import first_error
 
 CHECK = "tensor_alignment"
@@ -76,13 +76,12 @@ def _dump_criterion(side: str, folder: str, context: EvaluationContext) -> Crite
     return Criterion(name, False, f"no tensor_dump receipt binds {prefix}")
 
 
-def _equal(comparison: Comparison, steps: StepRange) -> Criterion:
-    required = range(steps.first or 0, (steps.last or 0) + 1)
-    detail = progress_detail(comparison, required)
-    return Criterion("tensors_equal", comparison.aligned, detail, data=comparison)
+def _equal(comparison: Comparison, steps: StepRange) -> tuple[Criterion, TensorFigures]:
+    figures = tensor_figures(comparison, range(steps.first or 0, (steps.last or 0) + 1))
+    return Criterion("tensors_equal", comparison.aligned, figures.line()), figures
 
 
-def evaluate(context: EvaluationContext, raw: dict[str, Any]) -> list[Criterion]:
+def evaluate(context: EvaluationContext, raw: dict[str, Any]) -> Evaluation:
     params, steps, phases = _parse(raw)
     try:
         if any(key in raw for key in RULE_KEYS):
@@ -108,8 +107,8 @@ def evaluate(context: EvaluationContext, raw: dict[str, Any]) -> list[Criterion]
         )
     except GatesError as exc:
         count = (steps.last or 0) - (steps.first or 0) + 1
-        detail = f"{PREFIX} = 0 / {count}; not comparable: {exc.one_line()}"
-        criteria.append(Criterion("tensors_equal", False, detail))
-        return criteria
-    criteria.append(_equal(comparison, steps))
-    return criteria
+        figures = TensorFigures(0, count, f"not comparable: {exc.one_line()}")
+        criteria.append(Criterion("tensors_equal", False, figures.line()))
+        return Evaluation(criteria, figures)
+    criterion, figures = _equal(comparison, steps)
+    return Evaluation([*criteria, criterion], figures)

@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Literal
 
 from gates.contracts import results_schema_and_provenance as results_contract
-from gates.contracts.model import ContractResult, EvaluationContext, EvaluationError
+from gates.contracts.model import ContractResult, Evaluation, EvaluationContext, EvaluationError
 from gates.contracts.registry import FREEZE_CHECK, MODULES, evaluator
 from gates.criteria import Criterion, DischargeStatus, discharge_status
 from gates.engine.inputs import AuditInputs
@@ -252,7 +252,7 @@ def evaluate_contract(
         detail = f"no evaluator named '{spec.check}' in this version of gates (known: {known})"
         return _error_result(path, spec, "evaluator_available", detail, evidence)
     try:
-        criteria = tuple(evaluate(_with_evidence(context, evidence), spec.params))
+        found = evaluate(_with_evidence(context, evidence), spec.params)
     except EvaluationError as exc:
         return _error_result(path, spec, "evaluated", f"could not evaluate: {exc}", evidence)
     except (OSError, RecursionError, ValueError, AttributeError, TypeError, KeyError) as exc:
@@ -260,7 +260,10 @@ def evaluate_contract(
         # wrong shape): this contract is `error`, the rest of the report is still produced
         detail = f"could not evaluate: {type(exc).__name__}: {exc}"
         return _error_result(path, spec, "evaluated", detail, evidence)
-    return ContractResult(spec, path, discharge_status(criteria), criteria, evidence)
+    evaluation = found if isinstance(found, Evaluation) else Evaluation(found)
+    criteria = tuple(evaluation.criteria)
+    status = discharge_status(criteria)
+    return ContractResult(spec, path, status, criteria, evidence, figures=evaluation.figures)
 
 
 def _with_evidence(context: EvaluationContext, evidence: tuple[Evidence, ...]) -> EvaluationContext:

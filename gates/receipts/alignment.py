@@ -39,6 +39,8 @@ class Alignment:
     why: str
     pairs: tuple[Pair, ...] = field(default=())
     replay: str = ""  # the detection power of the replay the policy requires, if any
+    #: the sides ("reference", "candidate") with no counting loss receipt, as `why` says
+    unformal_sides: tuple[str, ...] = ()
 
     @property
     def chosen(self) -> Pair | None:
@@ -52,6 +54,21 @@ def _profile_key(receipt: Receipt) -> tuple[tuple[str, str], ...]:
 
 def _profile_text(key: tuple[tuple[str, str], ...]) -> str:
     return " ".join(f"{k}={v}" for k, v in key) or "(no profile)"
+
+
+def _unformal(evidence: tuple[Evidence, ...], sides: dict[str, Side]) -> tuple[str, ...]:
+    """The sides none of whose loss receipts counts."""
+    return tuple(
+        name
+        for name, side in sides.items()
+        if not any(
+            e.counts
+            for e in evidence
+            if e.judgement.receipt
+            and e.judgement.receipt.kind in LOSS_KINDS
+            and side.owns(e.judgement.receipt)
+        )
+    )
 
 
 def _why_zero(evidence: tuple[Evidence, ...], sides: dict[str, Side]) -> str:
@@ -129,7 +146,9 @@ def formal_alignment(
             continue
         candidates.append(_measure(profile, _distinct(pairs)))
     if not candidates:
-        return Alignment(0, required, _why_zero(evidence, sides))
+        return Alignment(
+            0, required, _why_zero(evidence, sides), unformal_sides=_unformal(evidence, sides)
+        )
     steps, why, pairs = max(candidates, key=lambda item: item[0])
     if 0 < required < steps:
         # the figure reads as a share of what the contract asks: never over 100 %

@@ -17,11 +17,13 @@ variable is set.
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping
 from pathlib import Path
 
 from gates.contracts.model import ContractResult
 from gates.criteria import Criterion, DischargeStatus
 from gates.engine.audit import AuditResult
+from gates.outputs.read import OutputFigures
 from gates.receipts.verify import Status
 from gates.reporters.status_md import render as render_status_block
 
@@ -130,7 +132,14 @@ def render(audit: AuditResult) -> str:
     return "\n".join(lines)
 
 
-def write_step_summary(audit: AuditResult, summary: Path, lang: str = "en") -> None:
-    """Append the status block to GitHub's job summary file (GitHub collects it per step)."""
+def write_step_summary(
+    audit: AuditResult,
+    summary: Path,
+    lang: str = "en",
+    *,
+    outputs: Mapping[str, OutputFigures],
+) -> None:
+    """Append the status block to GitHub's job summary file (GitHub collects it per step);
+    ``outputs``: the figures of the receipts the block shows (`status_md.shown_evidence`)."""
     with summary.open("a", encoding="utf-8") as handle:
-        handle.write(render_status_block(audit, lang) + "\n")
+        handle.write(render_status_block(audit, lang, outputs=outputs) + "\n")

@@ -23,7 +23,7 @@ from gates.receipts.verify import Judgement, Status
 from gates.tensors.compare import Comparison
 from gates.tensors.layout import ORDER_FILE, PHASES, Dump, open_dump
 from gates.tensors.layout import _order as read_order
-from gates.tensors.progress import CRITERION as TENSOR_CRITERION
+from gates.tensors.progress import TensorFigures
 from gates.workspace import Workspace
 
 INVENTORY_CHECK = "tensor_inventory"
@@ -237,10 +237,8 @@ def layer_of(name: str) -> str:
 
 def _audited_comparison(contract: ContractResult) -> Comparison | None:
     """The comparison the audit made for the contract (its typed figures), if it got that far."""
-    for criterion in contract.criteria:
-        if criterion.name == TENSOR_CRITERION and isinstance(criterion.data, Comparison):
-            return criterion.data
-    return None
+    figures = contract.figures
+    return figures.comparison if isinstance(figures, TensorFigures) else None
 
 
 def _candidate_dump(workspace: Workspace, contract: ContractResult) -> Dump:

@@ -3,28 +3,34 @@
 One table row per contract; "Blocked by" with each unmet criterion and the
 discharge criterion; "Evidence" (at most EVIDENCE_ROWS receipts, by path)
 with class, weight and key figures read from the receipted files;
-"Unverified", derived from unmet criteria and missing evidence; and a
+"Unverified", derived from what the contracts decided (their typed figures) and from the
+alignment; and a
 closing line of what the PR does not claim, and a glossary of the words a
 non-engineer meets (formal, probe, discharged, discharging, undischarged,
 formal/1). Contracts show their short id (`tensor-inventory`) beside the long
 one. Every fixed text, status, class and figure label comes from the locale
 file; criterion details and discharge texts are quoted as the contracts and
-checkers wrote them (file names, figures). No timestamps: the same inputs give
-the same bytes.
+checkers wrote them (file names, figures). The evidence figures come in already read
+(`gates.outputs.read`): the renderer opens no file and parses no detail. No timestamps: the
+same inputs give the same bytes.
 """
 
 from __future__ import annotations
 
 import functools
 import json
+from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
+
+from pydantic import BaseModel
 
 from gates.contracts import results_schema_and_provenance as results_contract
-from gates.contracts.model import EvaluationError
+from gates.contracts.model import EvaluationError, ResultsFigures
 from gates.criteria import DischargeStatus
 from gates.engine.audit import AuditResult, results_spec
-from gates.losses.series import LossFileError, read_losses
+from gates.outputs.checkpoint_check import CheckpointCheck
+from gates.outputs.read import LossFigures, Opaque, OutputFigures, Unreadable
+from gates.outputs.structure_parity import StructureParity
 from gates.paths import is_under
 from gates.receipts.alignment import LOSS_KINDS
 from gates.receipts.model import ArtifactKind, Framework
@@ -66,61 +72,60 @@ def _cell(text: str, width: int = DETAIL_WIDTH) -> str:
     return flat if len(flat) <= width else flat[: width - 1] + "…"
 
 
-def _load(root: Path, judgement: Judgement) -> Any:
+def _figures(judgement: Judgement, found: OutputFigures | None, words: dict[str, str]) -> str:
     receipt = judgement.receipt
-    if receipt is None:
-        return None
-    try:
-        return json.loads((root / receipt.subjects[0].path).read_bytes())
-    except (OSError, ValueError, RecursionError):  # unreadable or too deep: no figures
-        return None
-
-
-def _loss_figures(root: Path, relpath: str, words: dict[str, str]) -> str:
-    try:
-        series = read_losses(root / relpath, relpath)
-    except LossFileError:
+    if receipt is None or judgement.status is Status.REJECTED or found is None:
+        return judgement.reason  # why it counts nothing
+    if isinstance(found, Unreadable):
         return words["f_unreadable"]
-    rounded = words["f_rounded"] if series.rounded else ""
-    return words["f_loss"].format(steps=len(series), first=repr(series.values[0])) + rounded
+    if isinstance(found, LossFigures):
+        rounded = words["f_rounded"] if found.rounded else ""
+        return words["f_loss"].format(steps=found.steps, first=repr(found.first)) + rounded
+    if isinstance(found, Opaque):
+        return words["f_files"].format(count=found.files)
+    if isinstance(found, BaseModel):
+        return _model_figures(receipt.kind, found)
+    return _json_figures(receipt.kind, found)
 
 
-def _figures(root: Path, judgement: Judgement, words: dict[str, str]) -> str:
-    receipt = judgement.receipt
-    if receipt is None or judgement.status is Status.REJECTED:  # why it counts nothing
-        return judgement.reason
-    kind = receipt.kind
-    if kind in (ArtifactKind.LOSS, ArtifactKind.RAW_LOSS):
-        return _loss_figures(root, receipt.subjects[0].path, words)
-    data = _load(root, judgement)
-    if not isinstance(data, dict):
-        return words["f_files"].format(count=len(receipt.subjects))
-    return _json_figures(kind, data)
+def _pick(data: Mapping[str, object], *keys: str) -> str:
+    return ", ".join(f"{k}={json.dumps(data[k])}" for k in keys if k in data)
 
 
-def _json_figures(kind: ArtifactKind, data: dict[str, Any]) -> str:
-    def pick(*keys: str) -> str:
-        return ", ".join(f"{k}={json.dumps(data[k])}" for k in keys if k in data)
+def _model_figures(kind: ArtifactKind, output: BaseModel) -> str:
+    if isinstance(output, CheckpointCheck):
+        hash_match = f", hash_match={json.dumps(output.hash_match)}" if output.against else ""
+        return (
+            f"tensor_count={output.tensor_count}, valid={json.dumps(output.valid)}, "
+            f"hygiene_clean={json.dumps(output.hygiene_clean)}{hash_match}"
+        )
+    if isinstance(output, StructureParity):
+        sides = f"{output.reference.tensor_count} vs {output.candidate.tensor_count} tensors"
+        counts = output.counts.model_dump()  # the four classes, in the schema's order
+        return sides + "; " + ", ".join(f"{k} {v}" for k, v in counts.items())
+    return _json_figures(kind, output.model_dump(mode="json", by_alias=True))
 
+
+def _json_figures(kind: ArtifactKind, data: Mapping[str, object]) -> str:
+    """An output whose kind has no model here, or that does not fit its model."""
     if kind is ArtifactKind.LOSS_CHECK and data.get("mode") == "determinism":
-        return pick("runs", "deterministic_steps", "steps", "first_differing_step")
+        return _pick(data, "runs", "deterministic_steps", "steps", "first_differing_step")
     if kind is ArtifactKind.LOSS_CHECK:
-        return pick(
-            "consistent_steps", "first_divergence_step", "max_diff", "bit_exact_required_steps"
+        return _pick(
+            data,
+            "consistent_steps",
+            "first_divergence_step",
+            "max_diff",
+            "bit_exact_required_steps",
         )
     if kind is ArtifactKind.CHECKPOINT_CHECK:
-        against = data.get("against") or {}
-        hash_match = f", hash_match={json.dumps(against.get('hash_match'))}" if against else ""
-        return pick("tensor_count", "valid", "hygiene_clean") + hash_match
-    if kind is ArtifactKind.STRUCTURE_PARITY:
-        counts = data.get("counts", {})
-        sides = (
-            f"{data['reference']['tensor_count']} vs {data['candidate']['tensor_count']} tensors"
-        )
-        return sides + "; " + ", ".join(f"{k} {v}" for k, v in counts.items())  # identifiers
+        against = data.get("against")
+        claim = against.get("hash_match") if isinstance(against, dict) else None
+        hash_match = f", hash_match={json.dumps(claim)}" if against else ""
+        return _pick(data, "tensor_count", "valid", "hygiene_clean") + hash_match
     if kind is ArtifactKind.ENV:
-        return pick("framework_version", "device_name", "weights_loaded")
-    return pick("format", "run_id")
+        return _pick(data, "framework_version", "device_name", "weights_loaded")
+    return _pick(data, "format", "run_id")
 
 
 def _side(judgement: Judgement, words: dict[str, str]) -> str:
@@ -189,17 +194,20 @@ def evidence_order(result: AuditResult) -> list[Judgement]:
     return sorted(result.receipts, key=rank)
 
 
-def _evidence(result: AuditResult, words: dict[str, str]) -> list[str]:
+def _evidence(
+    result: AuditResult, words: dict[str, str], outputs: Mapping[str, OutputFigures]
+) -> list[str]:
     lines = ["", words["evidence"]]
     if not result.receipts:
         return [*lines, words["no_evidence"]]
     lines += [words["evidence_table"], "|---|---|---|---|---|---|"]
-    for judgement in evidence_order(result)[:EVIDENCE_ROWS]:
+    for judgement in shown_evidence(result):
         kind = f"`{judgement.receipt.kind.value}`" if judgement.receipt else "-"
         evidence_class = _word(words, "class_", judgement.status.value)
+        figures = _figures(judgement, outputs.get(judgement.path), words)
         lines.append(
             f"| `{judgement.path}` | {kind} | {_side(judgement, words)} | {evidence_class} "
-            f"| {judgement.weight} | {_cell(_figures(result.root, judgement, words))} |"
+            f"| {judgement.weight} | {_cell(figures)} |"
         )
     hidden = len(result.receipts) - EVIDENCE_ROWS
     if hidden > 0:
@@ -207,22 +215,22 @@ def _evidence(result: AuditResult, words: dict[str, str]) -> list[str]:
     return lines
 
 
-def _has(result: AuditResult, name: str, *, met: bool) -> bool:
-    return any(c.name == name and c.met == met for r in result.contracts for c in r.criteria)
+def shown_evidence(result: AuditResult) -> list[Judgement]:
+    """The receipts the block's evidence table shows, in its order (the caller reads their
+    outputs: `gates.outputs.read.read_outputs`)."""
+    return evidence_order(result)[:EVIDENCE_ROWS]
+
+
+def results_figures(result: AuditResult) -> ResultsFigures | None:
+    """What the results contract decided, if it was evaluated."""
+    return next(
+        (c.figures for c in result.contracts if isinstance(c.figures, ResultsFigures)), None
+    )
 
 
 def _checkpoint_matched(result: AuditResult) -> bool:
-    for judgement in result.receipts:
-        receipt = judgement.receipt
-        if (
-            judgement.status is Status.FORMAL
-            and receipt
-            and receipt.kind is ArtifactKind.CHECKPOINT_CHECK
-        ):
-            data = _load(result.root, judgement)
-            if isinstance(data, dict) and (data.get("against") or {}).get("hash_match") is True:
-                return True
-    return False
+    figures = results_figures(result)
+    return figures is not None and figures.hash_match
 
 
 def unverified(result: AuditResult, words: dict[str, str]) -> list[str]:
@@ -230,12 +238,13 @@ def unverified(result: AuditResult, words: dict[str, str]) -> list[str]:
     items = []
     if steps < required:
         items.append(words["u_steps"].format(first=steps + 1, steps=steps, required=required))
-    why = result.alignment.why
-    if "no formal candidate loss" in why or "no candidate loss receipt" in why:
+    unformal = result.alignment.unformal_sides
+    if "candidate" in unformal:
         items.append(words["u_candidate"])
-    if "no formal reference loss" in why or "no reference loss receipt" in why:
+    if "reference" in unformal:
         items.append(words["u_reference"])
-    if _has(result, "candidate_repeats_identical", met=False):
+    figures = results_figures(result)
+    if figures is not None and figures.repeats_identical is False:
         items.append(words["u_repeats"])
     if not _checkpoint_matched(result):
         items.append(words["u_checkpoint"])
@@ -300,8 +309,9 @@ def _policy(result: AuditResult, words: dict[str, str]) -> list[str]:
     return lines
 
 
-def render(result: AuditResult, lang: str = "en") -> str:
-    """The block, markers included, ending without a newline."""
+def render(result: AuditResult, lang: str = "en", *, outputs: Mapping[str, OutputFigures]) -> str:
+    """The block, markers included, ending without a newline; ``outputs`` holds the figures
+    of the receipts `shown_evidence` names, read by the caller."""
     words = messages(lang)
     title = words["title"].format(
         verdict=words[result.verdict],
@@ -318,7 +328,7 @@ def render(result: AuditResult, lang: str = "en") -> str:
     lines += _blocked_by(result, words)
     lines += _policy(result, words)
     lines += _waivers(result, words)
-    lines += _evidence(result, words)
+    lines += _evidence(result, words, outputs)
     lines += ["", words["unverified"], *(f"- {item}" for item in unverified(result, words))]
     lines += ["", not_claimed(result, words)]
     lines += ["", f"<details><summary>{words['glossary']}</summary>", ""]

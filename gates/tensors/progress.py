@@ -1,11 +1,12 @@
-"""Tensor-level progress in one line, written by the contract and read back by `gates steps`
-and the status block: `tensor_aligned_steps = N / M; ...`."""
+"""Tensor-level progress: the figures the tensor-alignment contract decides
+(`TensorFigures` on its result) and the one line its criterion shows,
+`tensor_aligned_steps = N / M; ...`. `gates steps` and the status block read the figures,
+never the line."""
 
 from __future__ import annotations
 
-import re
 from collections.abc import Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Protocol
 
 from gates.criteria import Criterion, DischargeStatus
@@ -14,9 +15,25 @@ if TYPE_CHECKING:
     from gates.tensors.compare import Comparison
 
 PREFIX = "tensor_aligned_steps"
-_LINE = re.compile(rf"^{PREFIX} = (\d+) / (\d+)(?:; (.*))?$")
 CONTRACT_CHECK = "tensor_alignment"
-CRITERION = "tensors_equal"
+
+
+@dataclass(frozen=True)
+class TensorFigures:
+    """What the tensor-alignment contract decided: ``aligned`` of the ``required`` steps are
+    bit-identical at every compared tensor, from the first; ``detail`` says why not (or what
+    was compared)."""
+
+    aligned: int
+    required: int
+    detail: str
+    #: the comparison behind the figures, for the HTML report's tensor pages (None where
+    #: the dumps could not be compared); never part of the verdict, never serialized
+    comparison: Comparison | None = field(default=None, compare=False, repr=False)
+
+    def line(self) -> str:
+        head = f"{PREFIX} = {self.aligned} / {self.required}"
+        return f"{head}; {self.detail}" if self.detail else head
 
 
 def aligned_prefix(comparison: Comparison, required: Iterable[int]) -> int:
@@ -31,10 +48,11 @@ def aligned_prefix(comparison: Comparison, required: Iterable[int]) -> int:
     return prefix
 
 
-def progress_detail(comparison: Comparison, required: range) -> str:
-    prefix = aligned_prefix(comparison, required)
-    totals = comparison.totals()
-    head = f"{PREFIX} = {prefix} / {len(required)}"
+def tensor_figures(comparison: Comparison, required: range) -> TensorFigures:
+    return TensorFigures(aligned_prefix(comparison, required), len(required), _why(comparison))
+
+
+def _why(comparison: Comparison) -> str:
     first = comparison.first
     if first is not None:
         names = (
@@ -43,13 +61,14 @@ def progress_detail(comparison: Comparison, required: range) -> str:
             else first.candidate
         )
         where = f"element {first.index}" if first.index is not None else first.reason
-        return f"{head}; first divergence: step {first.step} {first.phase} {names} ({where})"
+        return f"first divergence: step {first.step} {first.phase} {names} ({where})"
     if comparison.problems:
         more = f" (+{len(comparison.problems) - 1} more)" if len(comparison.problems) > 1 else ""
-        return f"{head}; {comparison.problems[0]}{more}"
+        return f"{comparison.problems[0]}{more}"
+    totals = comparison.totals()
     if comparison.missing:
-        return f"{head}; {totals['missing']} missing: {comparison.missing[0]}"
-    return f"{head}; {totals['compared']} tensors compared, all bit-identical"
+        return f"{totals['missing']} missing: {comparison.missing[0]}"
+    return f"{totals['compared']} tensors compared, all bit-identical"
 
 
 @dataclass(frozen=True)
@@ -58,13 +77,6 @@ class Progress:
     required: int
     detail: str
     discharged: bool
-
-
-def read_progress(detail: str, discharged: bool) -> Progress | None:
-    found = _LINE.match(detail)
-    if found is None:
-        return None
-    return Progress(int(found.group(1)), int(found.group(2)), found.group(3) or "", discharged)
 
 
 class _Spec(Protocol):
@@ -83,6 +95,8 @@ class ContractOutcome(Protocol):
     def criteria(self) -> tuple[Criterion, ...]: ...
     @property
     def first_unmet(self) -> Criterion | None: ...
+    @property
+    def figures(self) -> object: ...
 
 
 def tensor_progress(contracts: Iterable[ContractOutcome]) -> Progress | None:
@@ -91,12 +105,9 @@ def tensor_progress(contracts: Iterable[ContractOutcome]) -> Progress | None:
         if contract.spec.check != CONTRACT_CHECK:
             continue
         discharged = contract.status is DischargeStatus.DISCHARGED
-        for criterion in contract.criteria:
-            if criterion.name == CRITERION:
-                found = read_progress(criterion.detail, discharged)
-                if found is not None:
-                    return found
-                return Progress(0, 0, criterion.detail, discharged)
+        figures = contract.figures
+        if isinstance(figures, TensorFigures):
+            return Progress(figures.aligned, figures.required, figures.detail, discharged)
         unmet = contract.first_unmet
         return Progress(0, 0, f"{unmet.name}: {unmet.detail}" if unmet else "", discharged)
     return None

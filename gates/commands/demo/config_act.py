@@ -15,7 +15,7 @@ from typing import Any
 
 from gates.atomic import write_text_atomic
 from gates.commands.config_check import check_config
-from gates.echo import Echo
+from gates.echo import Echo, Output
 from gates.engine.inputs import load_inputs
 from gates.errors import GatesError
 from gates.workspace import open_workspace
@@ -50,8 +50,7 @@ def _run(root: Path, echo: Echo, title: str) -> int:
         env=(),
         output=OUTPUT,
         cwd=root,
-        as_json=True,
-        echo=printed.append,
+        out=Output("json", printed.append),
     )
     report: dict[str, Any] = json.loads("\n".join(printed))
     for row in report["keys"]:

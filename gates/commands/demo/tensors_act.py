@@ -15,7 +15,7 @@ import json
 
 from gates.commands.probe import consumed
 from gates.commands.tensors import check_dump_determinism, check_tensors
-from gates.echo import Echo
+from gates.echo import Echo, Output
 from gates.engine.inputs import load_inputs
 from gates.receipts.create import ReceiptRequest, create_receipt
 from gates.receipts.model import ArtifactKind, EvidenceClass, Framework
@@ -70,8 +70,7 @@ def tensor_step(workspace: Workspace, echo: Echo, profile: dict[str, str]) -> No
         selection=Selection(StepRange.parse(STEPS)),
         output=output,
         cwd=workspace.root,
-        as_json=True,
-        echo=quiet.append,
+        out=Output("json", quiet.append),
     )
     found = _document(workspace, "outputs/tensor_check.json")
     totals = found["totals"]
@@ -111,8 +110,7 @@ def probe_step(workspace: Workspace, echo: Echo) -> None:
         (),
         output="outputs/consumption_probe.receipt.json",
         cwd=workspace.root,
-        as_json=True,
-        echo=quiet.append,
+        out=Output("json", quiet.append),
     )
     found = _document(workspace, "outputs/consumption_probe.json")
     tensors = found["tensors"] if isinstance(found["tensors"], list) else []
