@@ -1,5 +1,6 @@
-"""One `gates audit` reads its inputs once: each contract file parsed once, the freeze
-evaluated once (and the freeze contract with it), the stat cache loaded once."""
+"""One `gates audit` reads its inputs once: each contract file parsed once, the results
+contract's params parsed once, the freeze evaluated once (and the freeze contract with it),
+the stat cache loaded once."""
 
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ from typing import Any
 
 import pytest
 
+import gates.contracts.results_schema_and_provenance
 import gates.contracts.source_freeze
 import gates.engine.audit
 import gates.freeze.check
@@ -45,6 +47,7 @@ def test_one_audit_parses_each_contract_once_and_judges_the_freeze_once(
     freezes: list[Path] = []
     freeze_contracts: list[object] = []
     loads: list[Path | None] = []
+    results_params: list[object] = []
 
     real_parse = gates.policy.contract_files.parse_contract
 
@@ -70,7 +73,14 @@ def test_one_audit_parses_each_contract_once_and_judges_the_freeze_once(
         loads.append(cache.path)
         return real_load(cache)
 
+    real_params = gates.contracts.results_schema_and_provenance.parse_params
+
+    def parse_params(raw: Any) -> Any:
+        results_params.append(raw)
+        return real_params(raw)
+
     _patch_everywhere(monkeypatch, "parse_contract", real_parse, parse)
+    _patch_everywhere(monkeypatch, "parse_params", real_params, parse_params)
     _patch_everywhere(monkeypatch, "evaluate_freeze", real_freeze, evaluate_freeze)
     monkeypatch.setattr(gates.contracts.source_freeze, "evaluate", freeze_contract)
     monkeypatch.setattr(StatCache, "_load", load)
@@ -87,6 +97,7 @@ def test_one_audit_parses_each_contract_once_and_judges_the_freeze_once(
     assert freezes == [example]
     assert len(freeze_contracts) == 1
     assert loads.count(cache_file(example)) == 1
+    assert len(results_params) == 1  # the results contract's params, parsed once
     report = json.loads(result.out)
     assert len(report["contracts"]) == len(contracts)  # every contract still evaluated
 

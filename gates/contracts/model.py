@@ -3,9 +3,12 @@
 from __future__ import annotations
 
 import datetime as dt
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
+
+from pydantic import BaseModel
 
 from gates.criteria import Criterion, DischargeStatus
 from gates.freeze.check import FreezeReport
@@ -82,10 +85,21 @@ class ContractResult:
 
 
 @dataclass(frozen=True)
+class ParsedParams:
+    """A contract's params parsed once for the command (the results contract's, by
+    `AuditInputs`), with the table they were parsed from: an evaluator uses ``parsed`` only
+    when it is handed that same table, and parses any other itself."""
+
+    raw: Mapping[str, Any]
+    parsed: BaseModel
+
+
+@dataclass(frozen=True)
 class EvaluationContext:
     """Everything an evaluator may look at; evaluators never read git themselves, nor
     resolve the policy: the audit hands it in (``policy``), with the command's one stat
-    cache and the declared entrypoints it has already judged."""
+    cache, the declared entrypoints it has already judged and the results contract's
+    params it has already parsed."""
 
     workspace: Workspace
     freeze: FreezeReport
@@ -95,6 +109,7 @@ class EvaluationContext:
     policy: Policy | None = None
     cache: StatCache | None = None
     entrypoints: tuple[DeclaredEntrypoint, ...] | None = None
+    results_params: ParsedParams | None = None
 
     def ruleset(self) -> RuleSet:
         """The naming rules of the policy in force (none without a policy)."""

@@ -152,6 +152,7 @@ def evaluation_context(
         policy=inputs.policy,
         cache=inputs.cache,
         entrypoints=inputs.declared_entrypoints,
+        results_params=inputs.parsed_results,
     )
 
 

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from gates.contracts import results_schema_and_provenance as results_contract
-from gates.contracts.model import EvaluationError
+from gates.contracts.model import EvaluationError, ParsedParams
 from gates.hashing import StatCache, cache_file
 from gates.naming.rules import RuleSet
 from gates.policy.contract_files import ContractFileError, ContractSpec
@@ -64,6 +64,13 @@ class AuditInputs:
     def results_params(self) -> results_contract.Params | None:
         """The results contract's params (None without one, or when they do not parse)."""
         return self._results[0]
+
+    @property
+    def parsed_results(self) -> ParsedParams | None:
+        """The results contract's params with the table they were parsed from, for its
+        evaluator (None without one, or when they do not parse)."""
+        spec, params = self.results_spec, self.results_params
+        return ParsedParams(spec.params, params) if spec is not None and params is not None else None
 
     @property
     def results_error(self) -> str | None:
