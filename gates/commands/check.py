@@ -13,6 +13,7 @@ from gates.errors import GatesError
 from gates.losses.compare import compare_losses, compare_repeats
 from gates.losses.series import LossSeries, read_losses
 from gates.paths import resolve_inside, to_workspace_relpath
+from gates.receipts.judge_all import Wanted
 from gates.receipts.model import ArtifactKind
 from gates.receipts.verify import Judgement
 from gates.workspace import Workspace
@@ -75,7 +76,7 @@ def check_loss(
     cand_rel = _loss_path(workspace, candidate, cwd)
     ref, cand = _read_both(workspace.root, ref_rel, cand_rel)
     comparison = compare_losses(ref, cand, required_steps)
-    judged = judge_workspace(audit)
+    judged = judge_workspace(audit, wanted=Wanted(files=(ref_rel, cand_rel)))
     receipts = judged.receipts
     bound = [
         (ref_rel, receipt_binding(ref_rel, receipts)),
@@ -132,7 +133,7 @@ def check_determinism(
     relpaths = [_loss_path(workspace, run, cwd) for run in runs]
     series = [read_losses(workspace.root / rel, rel) for rel in relpaths]
     result = compare_repeats(series)
-    judged = judge_workspace(audit)
+    judged = judge_workspace(audit, wanted=Wanted(files=tuple(relpaths)))
     receipts = judged.receipts
     bound = [(rel, receipt_binding(rel, receipts)) for rel in relpaths]
     figures = result.figures()

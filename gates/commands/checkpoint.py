@@ -3,6 +3,7 @@ checkpoint; against a reference through the naming rules; by slices and merged."
 
 from __future__ import annotations
 
+import contextlib
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
@@ -17,12 +18,13 @@ from gates.checkpoints.ranks import DEFAULT_TIMEOUT_S, launcher_world
 from gates.echo import Echo
 from gates.engine.audit import judge_workspace
 from gates.engine.inputs import AuditInputs, load_inputs
-from gates.errors import GatesError
+from gates.errors import GatesError, UnsafePathError
 from gates.external import Location, locate
 from gates.hashing import StatCache
 from gates.naming.rules import RuleSet
 from gates.paths import to_workspace_relpath
 from gates.policy.rulesets import load_ruleset
+from gates.receipts.judge_all import Wanted
 from gates.receipts.model import ArtifactKind
 from gates.receipts.verify import Judgement, Status
 from gates.resources import validator
@@ -164,7 +166,11 @@ def merge(
 ) -> int:
     """Combine the partial outputs of every slice 0..n-1 of one checkpoint into one digest."""
     workspace = audit.workspace
-    judged = judge_workspace(audit)
+    relpaths = []
+    for given in receipts:  # one outside the workspace is refused below, in its turn
+        with contextlib.suppress(UnsafePathError):
+            relpaths.append(to_workspace_relpath(workspace.root, given, cwd))
+    judged = judge_workspace(audit, wanted=Wanted(receipts=tuple(relpaths)))
     judgements = judged.receipts
     parts = [
         _partial(workspace, to_workspace_relpath(workspace.root, r, cwd), judgements)

@@ -14,6 +14,7 @@ from gates.engine.inputs import AuditInputs
 from gates.naming.rules import RuleSet
 from gates.paths import resolve_inside, to_workspace_relpath
 from gates.policy.rulesets import load_ruleset
+from gates.receipts.judge_all import Wanted
 from gates.receipts.model import ArtifactKind, Receipt
 from gates.receipts.verify import Judgement
 from gates.tensors.compare import Comparison, Selection, compare_dumps
@@ -156,7 +157,7 @@ def check_tensors(
     comparison = compare_dumps(
         open_dump(ref_path, ref_rel), open_dump(cand_path, cand_rel), ruleset, selection
     )
-    judged = judge_workspace(audit)
+    judged = judge_workspace(audit, wanted=Wanted(folders=(ref_rel, cand_rel)))
     receipts = judged.receipts
     inputs = [
         (ref_rel, dump_binding(ref_rel, receipts)),
@@ -195,7 +196,7 @@ def check_dump_determinism(
     workspace = audit.workspace
     opened = [_open(workspace, run, cwd) for run in runs]
     dumps = [open_dump(path, rel) for rel, path in opened]
-    judged = judge_workspace(audit)
+    judged = judge_workspace(audit, wanted=Wanted(folders=tuple(rel for rel, _ in opened)))
     receipts = judged.receipts
     inputs = [(rel, dump_binding(rel, receipts)) for rel, _ in opened]
     pairs = []

@@ -28,7 +28,7 @@ from gates.policy.waivers import LoadedWaiver, today
 from gates.receipts.alignment import Alignment, Side, formal_alignment
 from gates.receipts.binding import IsolationPolicy
 from gates.receipts.evidence import Evidence
-from gates.receipts.judge_all import index_fingerprint, judge_receipts
+from gates.receipts.judge_all import Wanted, index_fingerprint, judge_receipts
 from gates.receipts.model import Receipt
 from gates.receipts.verify import Judgement, JudgingContext, Status
 from gates.replay.gate import gate_on_replay
@@ -177,9 +177,11 @@ def judge_workspace(
     *,
     freeze: FreezeReport | None = None,
     between_reads: Callable[[], None] | None = None,
+    wanted: Wanted | None = None,
 ) -> WorkspaceState:
     """The freeze (``freeze`` when the command has just judged it), the freeze contracts and
-    every receipt, judged once."""
+    every receipt, judged once (with ``wanted``, a checker's inputs: only the receipts that
+    decide them, each judged as the whole audit judges it)."""
     workspace = inputs.workspace
     if freeze is None:
         freeze = evaluate_freeze(workspace.root, workspace.config, between_reads=between_reads)
@@ -193,6 +195,7 @@ def judge_workspace(
         entrypoints=inputs.entrypoints,
         code=code_judge(inputs, freeze),
         isolation=IsolationPolicy(sandbox.required, sandbox.recorded),
+        wanted=wanted,
     )
     return WorkspaceState(inputs, freeze, receipts, frozen)
 

@@ -13,6 +13,7 @@ from gates.engine.audit import WorkspaceState, contract_evidence, judge_workspac
 from gates.engine.inputs import AuditInputs
 from gates.freeze.check import FreezeReport
 from gates.receipts.artifacts import KIND_BY_FILE_NAME, artifact_problem
+from gates.receipts.judge_all import Wanted
 from gates.receipts.verify import Status
 
 
@@ -33,8 +34,9 @@ def what_counts(
     inputs: AuditInputs, paths: list[str], *, freeze: FreezeReport | None = None
 ) -> list[Counted]:
     """Each receipt of ``paths`` as the audit judges it now, under the policy in force
-    (``freeze``: the freeze the caller has just judged, else judged again here)."""
-    state = judge_workspace(inputs, freeze=freeze)
+    (``freeze``: the freeze the caller has just judged, else judged again here); only the
+    receipts that decide them are judged."""
+    state = judge_workspace(inputs, freeze=freeze, wanted=Wanted(receipts=tuple(paths)))
     return [_counted(state, path) for path in paths]
 
 

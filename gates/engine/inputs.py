@@ -70,7 +70,9 @@ class AuditInputs:
         """The results contract's params with the table they were parsed from, for its
         evaluator (None without one, or when they do not parse)."""
         spec, params = self.results_spec, self.results_params
-        return ParsedParams(spec.params, params) if spec is not None and params is not None else None
+        if spec is None or params is None:
+            return None
+        return ParsedParams(spec.params, params)
 
     @property
     def results_error(self) -> str | None:

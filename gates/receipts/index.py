@@ -123,6 +123,7 @@ class AuditIndex:
         self.fingerprint = fingerprint
         self.entries: dict[str, Entry] = self._load()
         self.fresh: dict[str, Entry] = {}
+        self.visited: set[str] = set()
         self.hits = 0
         self.misses = 0
 
@@ -158,6 +159,7 @@ class AuditIndex:
 
     def lookup(self, relpath: str, checked_dirs: set[str]) -> Judgement | None:
         """The kept judgement of ``relpath`` if no file it read has changed."""
+        self.visited.add(relpath)
         entry = self.entries.get(relpath)
         if entry is not None:
             with contextlib.suppress(KeyError, TypeError, ValueError, AttributeError):
@@ -197,13 +199,18 @@ class AuditIndex:
         self.remember(judgement, checked_dirs)
         return judgement
 
-    def save(self) -> None:
-        """Write the entries of this audit (receipts gone since are dropped), atomically;
-        an unwritable cache folder just skips it."""
-        if self.path is None or (self.fresh == self.entries and self.misses == 0):
+    def save(self, *, keep_unvisited: bool = False) -> None:
+        """Write the entries of this audit (receipts gone since are dropped; with
+        ``keep_unvisited``, a checker's judging of some receipts, the entries it did not
+        look at are kept), atomically; an unwritable cache folder just skips it."""
+        entries = self.fresh
+        if keep_unvisited:
+            kept = {path: e for path, e in self.entries.items() if path not in self.visited}
+            entries = {**kept, **self.fresh}
+        if self.path is None or (entries == self.entries and self.misses == 0):
             return
         payload = json.dumps(
-            {"version": INDEX_VERSION, "fingerprint": self.fingerprint, "entries": self.fresh},
+            {"version": INDEX_VERSION, "fingerprint": self.fingerprint, "entries": entries},
             separators=(",", ":"),
         )
         with contextlib.suppress(OSError):

@@ -6,17 +6,24 @@ again), and the rules that look across receipts: recomputed loss checks, capture
 checked against the run that bound them, the code in force, and settlement (a derived
 receipt is no better than its inputs; run outputs count only through a run attestation
 of their side's declared entrypoint).
+
+A checker judges only what it needs (`Wanted`): the receipts that bind its input files,
+closed under every rule that looks across receipts, so that each of them is judged exactly
+as the whole audit judges it.
 """
 
 from __future__ import annotations
 
 import functools
+import json
 import os
+from collections import defaultdict
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Protocol
+from typing import Any, Protocol
 
 from gates import __version__, progress
-from gates.hashing import cache_file
+from gates.hashing import cache_file, stat_key
 from gates.receipts.binding import (
     Entrypoints,
     IsolationPolicy,
@@ -25,9 +32,10 @@ from gates.receipts.binding import (
     run_covers,
     run_problems,
 )
-from gates.receipts.crosscheck import capture_problem
+from gates.receipts.crosscheck import CHECKED_KINDS, capture_problem
 from gates.receipts.derive import loss_check_problem
 from gates.receipts.index import INDEX_KIND, AuditIndex
+from gates.receipts.kinds import ArtifactKind
 from gates.receipts.model import RECEIPT_SUFFIX, Receipt
 from gates.receipts.verify import Judgement, JudgingContext, Status, judge
 
@@ -79,6 +87,110 @@ def _refused(path: str, reason: str) -> Judgement:
     return Judgement(path, None, Status.REJECTED, reason)
 
 
+@dataclass(frozen=True)
+class Wanted:
+    """What a checker needs judged instead of every receipt: the receipts that bind one of
+    ``files`` (or a file below one of ``folders``) and the receipt files at ``receipts``."""
+
+    files: tuple[str, ...] = ()
+    folders: tuple[str, ...] = ()
+    receipts: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class _Names:
+    """What a receipt file names (its id, kind, inputs, subjects, command), read without
+    judging it; a file that is no receipt names nothing."""
+
+    id: str | None = None
+    kind: str | None = None
+    inputs: tuple[str, ...] = ()
+    subjects: tuple[str, ...] = ()
+    command: tuple[str, ...] = ()
+
+
+def _strings(value: object) -> tuple[str, ...]:
+    return tuple(v for v in value if isinstance(v, str)) if isinstance(value, list) else ()
+
+
+def _names(root: Path, relpath: str, index: AuditIndex) -> _Names:
+    """The names of one receipt file: from the audit index while the file is unchanged,
+    else from the file itself. Reading more than judging accepts is harmless (a receipt
+    too many is judged); judging never accepts a file that does not read here."""
+    try:
+        entry = index.entries.get(relpath)
+        if entry is not None and entry[1].get(relpath) == stat_key(os.lstat(root / relpath)):
+            document: Any = entry[0]["receipt"]
+        else:
+            document = json.loads((root / relpath).read_bytes())
+        provenance = document.get("provenance")
+        provenance = provenance if isinstance(provenance, dict) else {}
+        subjects = document.get("subjects")
+        return _Names(
+            document.get("id") if isinstance(document.get("id"), str) else None,
+            document.get("kind") if isinstance(document.get("kind"), str) else None,
+            _strings(provenance.get("inputs")),
+            tuple(
+                s["path"]
+                for s in (subjects if isinstance(subjects, list) else ())
+                if isinstance(s, dict) and isinstance(s.get("path"), str)
+            ),
+            _strings(provenance.get("command")),
+        )
+    except (OSError, ValueError, AttributeError, TypeError, KeyError, IndexError):
+        return _Names()
+
+
+def needed(root: Path, paths: list[str], index: AuditIndex, wanted: Wanted) -> list[str]:
+    """The receipts (of ``paths``, in their order) whose judgements decide those that
+    ``wanted`` names, exactly as the whole audit decides them.
+
+    Closed under every rule that looks across receipts: the receipts with an id that one
+    of them names as input (every receipt of that id: the last accepted one wins, as in
+    the audit), for a run attestation every capture or manifest that names it as input
+    (a disagreeing capture makes the run probe), and for a receipt with a command the
+    receipts that bind a file of that command (the reason a missing input is given names
+    them). Every receipt that binds a wanted file is taken, not only the first, so that
+    "two receipts bind one file" picks the same one as the audit.
+    """
+    names = {path: _names(root, path, index) for path in paths}
+    by_id: dict[str, list[str]] = defaultdict(list)
+    by_subject: dict[str, list[str]] = defaultdict(list)
+    captures: dict[str, list[str]] = defaultdict(list)
+    checked = {kind.value for kind in CHECKED_KINDS}
+    for path, named in names.items():
+        if named.id is not None:
+            by_id[named.id].append(path)
+        for subject in named.subjects:
+            by_subject[subject].append(path)
+        if named.kind in checked:
+            for input_id in named.inputs:
+                captures[input_id].append(path)
+    folders = tuple(folder.rstrip("/") + "/" for folder in wanted.folders)
+    below = [
+        path for path, named in names.items() if any(s.startswith(folders) for s in named.subjects)
+    ]
+    # a dump is bound through the receipt of its first subject (gates/commands/tensors.py)
+    files = {*wanted.files, *(names[path].subjects[0] for path in below)}
+    chosen: set[str] = set()
+    queue = [
+        *(path for path in wanted.receipts if path in names),
+        *below,
+        *(path for file in files for path in by_subject.get(file, ())),
+    ]
+    while queue:
+        path = queue.pop()
+        if path in chosen:
+            continue
+        chosen.add(path)
+        named = names[path]
+        queue += [p for input_id in named.inputs for p in by_id.get(input_id, ())]
+        if named.kind == ArtifactKind.RUN.value and named.id is not None:
+            queue += captures.get(named.id, ())
+        queue += [p for arg in named.command for p in by_subject.get(arg, ())]
+    return [path for path in paths if path in chosen]
+
+
 def judge_receipts(
     context: JudgingContext,
     locations: tuple[str, ...],
@@ -87,8 +199,10 @@ def judge_receipts(
     entrypoints: Entrypoints | None = None,
     code: CodeCheck | None = None,
     isolation: IsolationPolicy | None = None,
+    wanted: Wanted | None = None,
 ) -> tuple[Judgement, ...]:
-    """Every receipt under the evidence locations, re-judged now, sorted by path.
+    """Every receipt under the evidence locations, re-judged now, sorted by path (with
+    ``wanted``, only the receipts `needed` for it).
 
     A receipt whose file and subjects are unchanged since an audit under the same
     fingerprint is not read again: the audit index holds its judgement. The rules
@@ -98,11 +212,13 @@ def judge_receipts(
     root = context.root
     paths, judgements = discover_receipts(root, locations)
     index = AuditIndex(root, cache_file(root, INDEX_KIND), fingerprint)
+    if wanted is not None:
+        paths = needed(root, paths, index, wanted)
     judgements += [
         index.judge(path, functools.partial(judge, context, path), context.checked_dirs)
         for path in progress.counted(paths, len(paths), "judging receipts", "receipt")
     ]
-    index.save()
+    index.save(keep_unvisited=wanted is not None)
     context.cache.save()
     judgements = _recompute_checks(judgements, root)
     judgements = _cross_check(judgements, root)
