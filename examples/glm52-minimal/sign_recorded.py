@@ -40,8 +40,9 @@ OUTPUTS = {
     "loss.json": ArtifactKind.LOSS,
     "raw_loss.jsonl": ArtifactKind.RAW_LOSS,
     "checkpoint/model.safetensors": ArtifactKind.CHECKPOINT,
+    "commitments.json": ArtifactKind.COMMITMENTS,
 }
-RECORDED_AT = ("2026-11-20T09:00:00Z", "2026-11-20T09:00:41Z")  # the recorded run's clock
+RECORDED_AT = ("2026-12-01T20:27:02Z", "2026-12-01T20:27:22Z")  # the recorded run's clock
 
 
 def _environment(env: dict[str, object]) -> dict[str, str]:
@@ -67,11 +68,16 @@ def main() -> int:
         dump = tuple(
             path.relative_to(root).as_posix() for path in sorted(dump_files(root / "results/torch"))
         )
+        # the saved training states a replay resumes from (docs/replay.md)
+        states = tuple(
+            path.relative_to(root).as_posix()
+            for path in sorted((root / "results/torch/states").glob("*.safetensors"))
+        )
         run, _ = create_receipt(
             workspace,
             ReceiptRequest(
                 kind=ArtifactKind.RUN,
-                subjects=tuple(f"results/torch/{name}" for name in OUTPUTS) + dump,
+                subjects=tuple(f"results/torch/{name}" for name in OUTPUTS) + dump + states,
                 command=TORCH_ENTRYPOINT,
                 environment=_environment(env),
                 output="results/torch/run.receipt.json",
@@ -124,6 +130,22 @@ def main() -> int:
                 signing_key=key,
             )
             written.append(f"{TENSORS_FOLDER}.receipt.json")
+        if states:
+            create_receipt(
+                workspace,
+                ReceiptRequest(
+                    kind=ArtifactKind.TRAINING_STATE,
+                    subjects=states,
+                    command=TORCH_ENTRYPOINT,
+                    environment=_environment(env),
+                    inputs=(run.id,),
+                    output="results/torch/states.receipt.json",
+                    **common,  # type: ignore[arg-type]
+                ),
+                cache=cache,
+                signing_key=key,
+            )
+            written.append("states.receipt.json")
         for receipt_name in written:
             shutil.copy(
                 root / "results/torch" / receipt_name, HERE / "results/torch" / receipt_name

@@ -290,7 +290,8 @@ def _text(report: ReplayReport, power: str, receipt_path: str, receipt: Receipt)
             lines.append(f"{label}: match, bit for bit ({window.duration_s:.1f} s)")
         elif window.mismatch is not None:
             verdict = "INCONCLUSIVE" if window.result == "inconclusive" else "MISMATCH"
-            lines.append(f"{label}: {verdict} at step {window.mismatch.step}: {window.mismatch.what}")
+            mismatch = window.mismatch
+            lines.append(f"{label}: {verdict} at step {mismatch.step}: {mismatch.what}")
         else:
             lines.append(f"{label}: ERROR: {window.error}")
     if report.differences:

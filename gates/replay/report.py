@@ -77,7 +77,7 @@ def read_report(path: Path) -> ReplayReport | str:
         return f"{'.'.join(str(p) for p in first['loc'])}: {first['msg']}"
 
 
-def report_problem(
+def report_problem(  # noqa: PLR0911  (one return per reason a replay does not count)
     report: ReplayReport,
     *,
     required: int,
