@@ -40,8 +40,11 @@ OUTPUTS = {
     "loss.json": ArtifactKind.LOSS,
     "raw_loss.jsonl": ArtifactKind.RAW_LOSS,
     "checkpoint/model.safetensors": ArtifactKind.CHECKPOINT,
-    "commitments.json": ArtifactKind.COMMITMENTS,
 }
+# the step commitments and the saved training states a replay resumes from
+# (docs/replay.md): bound by the run attestation, which is what `gates replay` and the
+# audit check them against; the recorded run gives them no receipts of their own
+COMMITMENTS = "commitments.json"
 RECORDED_AT = ("2026-12-01T20:27:02Z", "2026-12-01T20:27:22Z")  # the recorded run's clock
 
 
@@ -68,7 +71,6 @@ def main() -> int:
         dump = tuple(
             path.relative_to(root).as_posix() for path in sorted(dump_files(root / "results/torch"))
         )
-        # the saved training states a replay resumes from (docs/replay.md)
         states = tuple(
             path.relative_to(root).as_posix()
             for path in sorted((root / "results/torch/states").glob("*.safetensors"))
@@ -77,7 +79,12 @@ def main() -> int:
             workspace,
             ReceiptRequest(
                 kind=ArtifactKind.RUN,
-                subjects=tuple(f"results/torch/{name}" for name in OUTPUTS) + dump + states,
+                subjects=(
+                    *(f"results/torch/{name}" for name in OUTPUTS),
+                    f"results/torch/{COMMITMENTS}",
+                    *dump,
+                    *states,
+                ),
                 command=TORCH_ENTRYPOINT,
                 environment=_environment(env),
                 output="results/torch/run.receipt.json",
@@ -130,22 +137,6 @@ def main() -> int:
                 signing_key=key,
             )
             written.append(f"{TENSORS_FOLDER}.receipt.json")
-        if states:
-            create_receipt(
-                workspace,
-                ReceiptRequest(
-                    kind=ArtifactKind.TRAINING_STATE,
-                    subjects=states,
-                    command=TORCH_ENTRYPOINT,
-                    environment=_environment(env),
-                    inputs=(run.id,),
-                    output="results/torch/states.receipt.json",
-                    **common,  # type: ignore[arg-type]
-                ),
-                cache=cache,
-                signing_key=key,
-            )
-            written.append("states.receipt.json")
         for receipt_name in written:
             shutil.copy(
                 root / "results/torch" / receipt_name, HERE / "results/torch" / receipt_name
