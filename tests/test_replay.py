@@ -464,6 +464,7 @@ def test_the_replayed_code_runs_from_the_commit_without_the_evidence(
     assert not (source / "results").exists()
 
 
+@pytest.mark.slow
 def test_torch_windows_replay_bit_for_bit_in_the_sandbox(
     tmp_path: Path, session_trust: TrustSetup
 ) -> None:
@@ -487,6 +488,7 @@ def test_torch_windows_replay_bit_for_bit_in_the_sandbox(
     assert found["formal_alignment_steps"] > 0, found["why"]
 
 
+@pytest.mark.slow
 def test_a_replay_on_another_build_is_judged_by_the_policy(
     tmp_path: Path, session_trust: TrustSetup
 ) -> None:
@@ -525,3 +527,44 @@ def test_a_replay_on_another_build_is_judged_by_the_policy(
     assert "replayed on another build" not in str(found["why"])
     # both sides forged step 43 alike, and no sampled window covered it: every step counts
     assert found["formal_alignment_steps"] == 100, found["why"]
+
+
+RECORDED_TORCH = REPO_ROOT / "examples" / "glm52-minimal" / "results" / "torch"
+
+
+@pytest.mark.slow
+def test_the_recorded_torch_run_is_what_the_installed_torch_computes(tmp_path: Path) -> None:
+    """The example's torch entrypoint, run here, writes its recorded run's losses and tensor
+    dumps byte for byte (first recorded with torch 2.14.1, a CUDA build on the CPU;
+    docs/replay.md), and commits the same states but for Python's and NumPy's global
+    generators, which the example never seeds (nor draws from) and a replay restores."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("GATES_")}
+    env.update({"GATES_RUN_DIR": str(tmp_path / "run"), "GATES_RUN_ID": "generate"})
+    env.update({"GATES_FRAMEWORK": "torch", "PYTHONPATH": str(REPO_ROOT)})
+    done = subprocess.run(
+        [sys.executable, str(MODEL / "train_torch.py")],
+        capture_output=True, text=True, check=False, env=env, cwd=MODEL.parent,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    ours = tmp_path / "run"
+    dumps = sorted(p.relative_to(RECORDED_TORCH) for p in (RECORDED_TORCH / "tensors").rglob("*"))
+    for relpath in [Path("loss.json"), Path("raw_loss.jsonl"), *dumps]:
+        if (RECORDED_TORCH / relpath).is_file():
+            assert (ours / relpath).read_bytes() == (RECORDED_TORCH / relpath).read_bytes()
+    mine, recorded = (
+        json.loads((folder / "commitments.json").read_text())["steps"]
+        for folder in (ours, RECORDED_TORCH)
+    )
+    assert len(mine) == len(recorded) == 101
+    for step, theirs in zip(mine, recorded, strict=True):
+        assert step["loss_bits"] == theirs["loss_bits"]
+        assert step["saved"] == theirs["saved"]
+        for part in ("parameters", "optimizer", "data", "schedule"):
+            assert step["parts"][part] == theirs["parts"][part], (step["step"], part)
+    end = load_state(ours / "states/step-000100.safetensors", "ours").parts["rng"]
+    assert np.array_equal(
+        end["torch.cpu"],
+        load_state(RECORDED_TORCH / "states/step-000100.safetensors", "recorded").parts["rng"][
+            "torch.cpu"
+        ],
+    )
