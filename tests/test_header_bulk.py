@@ -16,7 +16,8 @@ import random
 import pytest
 
 import gates.safetensors.header as header_module
-from gates.safetensors.header import DTYPE_BITS, HeaderError, parse_header
+from gates.safetensors.dtypes import DTYPE_BITS
+from gates.safetensors.header import HeaderError, parse_header
 
 DTYPES = ["F32", "BF16", "U8", "F4", "F6_E2M3", "I64", "BOOL"]
 

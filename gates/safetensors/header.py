@@ -34,6 +34,7 @@ from pathlib import Path
 from typing import Any, NamedTuple
 
 from gates.canonical import DuplicateKeyError, unique_pairs
+from gates.safetensors.dtypes import DTYPE_BITS
 
 MAX_HEADER_BYTES = 100_000_000
 USIZE_MAX = 2**64 - 1
@@ -41,32 +42,6 @@ METADATA_KEY = "__metadata__"
 #: serde_json's recursion limit: a value nested 128 levels deep (top object = 1) is refused.
 MAX_DEPTH = 127
 _FIELDS = frozenset(("dtype", "shape", "data_offsets"))
-
-#: Every dtype of the format, with its size in bits.
-DTYPE_BITS: dict[str, int] = {
-    "BOOL": 8,
-    "F4": 4,
-    "F6_E2M3": 6,
-    "F6_E3M2": 6,
-    "U8": 8,
-    "I8": 8,
-    "F8_E5M2": 8,
-    "F8_E4M3": 8,
-    "F8_E8M0": 8,
-    "F8_E4M3FNUZ": 8,
-    "F8_E5M2FNUZ": 8,
-    "I16": 16,
-    "U16": 16,
-    "F16": 16,
-    "BF16": 16,
-    "I32": 32,
-    "U32": 32,
-    "F32": 32,
-    "C64": 64,
-    "F64": 64,
-    "I64": 64,
-    "U64": 64,
-}
 
 
 class HeaderError(ValueError):
