@@ -113,8 +113,14 @@ class Node:
         return [leaf for child in self.children for leaf in child.leaves()]
 
     def ops(self) -> set[str]:
-        mine = {self.op} if self.op != "leaf" else set()
-        return mine.union(*(child.ops() for child in self.children))
+        found: set[str] = set()
+        pending = [self]  # a loop, not a set per level: a survey asks 60,000 nodes
+        while pending:
+            node = pending.pop()
+            if node.op != "leaf":
+                found.add(node.op)
+            pending.extend(node.children)
+        return found
 
 
 @dataclass
