@@ -84,6 +84,7 @@ _ENCODE_STRING: Any = getattr(json.encoder, "c_encode_basestring", None) or (
 _ENCODE_ASCII: Any = getattr(json.encoder, "c_encode_basestring_ascii", None) or (
     json.encoder.py_encode_basestring_ascii
 )
+_ONLY_STR = {str}
 _MAX_DEPTH = 200  # deeper than any document gates writes; json.dumps handles the rest
 
 
@@ -151,7 +152,7 @@ def _pretty_sequence(
     if len(newline) > _MAX_DEPTH:
         raise _UnplainError
     inner = newline + "  "
-    if all(type(item) is str for item in value):  # names: one join, no call per item
+    if set(map(type, value)) == _ONLY_STR:  # names: one join, no call per item
         parts.append("[" + inner + ("," + inner).join(map(encode, value)) + newline + "]")
         return
     parts.append("[")

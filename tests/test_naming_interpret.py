@@ -94,3 +94,30 @@ def test_dtypes_cast_round_and_widen_exactly() -> None:
         widen(one_and_a_bit, "F32", "BF16")
     with pytest.raises(DtypeError, match="cannot compare F4 tensors"):
         raw_dtype("F4", "compare")
+
+
+def _problems(names: list[str], rules: list[dict[str, object]]) -> list[str]:
+    reference = dict.fromkeys(names, ("F32", (2, 2)))
+    return expect(reference, RuleSet.model_validate({"rules": rules})).problems
+
+
+def test_rule_errors_name_the_first_name_in_order() -> None:
+    """The rules run over all names at once; an error is still the first one name by name."""
+    onto = {"kind": "rename", "name": "onto", "source": "{x}.w", "target": "same"}
+    assert _problems(["a.w", "b.w", "c.v"], [onto]) == ["rule onto maps two tensors onto same"]
+    unbound = {"kind": "rename", "name": "u", "source": "{x}.w", "target": "{x}.{y}"}
+    assert _problems(["a.w"], [unbound]) == [
+        "pattern '{x}.{y}' uses ['y'] which the source does not bind"
+    ]
+    kept = {"kind": "rename", "name": "k", "source": "a.{x}", "target": "b.{x}"}
+    assert _problems(["a.w", "b.w"], [kept]) == ["rule k maps two tensors onto b.w"]
+    assert _problems(["b.w", "a.w"], [kept]) == ["rule k maps two tensors onto b.w"]
+    flat = {"kind": "transpose", "name": "t", "match": "{x}"}
+    reference = {"v": ("F32", (4,)), "m": ("F32", (2, 3))}
+    found = expect(reference, RuleSet.model_validate({"rules": [flat]}))
+    assert found.problems == ["rule t matches v, which has 1 dimensions, not 2"]
+    renamed = expect(
+        {"a.w": ("F32", (2, 3)), "c": ("F32", (1,))}, RuleSet.model_validate({"rules": [kept]})
+    )
+    assert list(renamed.nodes) == ["b.w", "c"]
+    assert renamed.nodes["b.w"].rules == ("k",)
