@@ -13,12 +13,12 @@ from gates.safetensors.dtypes import DtypeError, cast, common_dtype, raw_dtype, 
 RULES = RuleSet.model_validate(
     {
         "rules": [
-            {"kind": "transpose", "match": "{prefix}.{proj:gate_proj|up_proj|down_proj}.weight"},
+            {"kind": "transpose", "match": "model.{block}.{kind}_proj.weight"},
             {
                 "kind": "fuse",
-                "sources": ["{prefix}.gate_proj.weight", "{prefix}.up_proj.weight"],
-                "target": "{prefix}.up_gate_proj.weight",
                 "axis": 1,
+                "target": "model.{block}.up_gate_proj.weight",
+                "sources": ["model.{block}.gate_proj.weight", "model.{block}.up_proj.weight"],
             },
             {"kind": "rename", "source": "model.{rest}", "target": "paddle.{rest}"},
         ]
