@@ -235,7 +235,7 @@ def _canonical_metadata(body: str) -> tuple[dict[str, str] | None, int] | None:
     found = _CANONICAL_METADATA.match(body)
     if found is None:
         return None
-    pairs = _METADATA_PAIR.findall(body, found.start(1), found.end(1))
+    pairs = _METADATA_PAIR.findall(found.group(1) or "")
     metadata = dict(pairs)
     return (metadata, found.end()) if len(metadata) == len(pairs) else None
 
