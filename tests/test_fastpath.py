@@ -261,8 +261,8 @@ def test_a_damaged_or_forged_store_is_never_trusted(receipted: Workspace) -> Non
     warm = stored(receipted.root, "--format", "json")
     cache = Path(os.environ["HOME"]) / ".cache" / "gates"
     (entry,) = cache.glob("*.report.*")
-    version, fingerprint, code, body = entry.read_bytes().split(b"\n", 3)
-    entry.write_bytes(b"\n".join((version, b"0" * 64, b"0", b'{"verdict": "pass"}\n')))
+    version, skip, fingerprint, code, body = entry.read_bytes().split(b"\n", 4)
+    entry.write_bytes(b"\n".join((version, skip, b"0" * 64, b"0", b'{"verdict": "pass"}\n')))
     forged = audit(receipted.root, "--format", "json")
     assert forged.path == "full"
     assert forged.out == warm.out
