@@ -21,7 +21,9 @@ The fingerprint (:func:`fingerprint`) covers:
   file, folder and symlink under the git worktree that holds it (receipts,
   subjects, contracts, waivers, gates.toml, the source tree the freeze hashes),
   ``.git`` excepted; a symlink also contributes its target's stat key, and a
-  symlinked folder makes the request ineligible;
+  symlinked folder makes the request ineligible. The freeze script's answer leaves out
+  what is under the governance folders, which its check never reads (the full path names
+  them, :func:`unread_folders`; the folders themselves are still named);
 * git's state: HEAD, the index, every ref (loose and packed: the policy ref,
   the pin, the branches), the repository's and the user's git configuration
   and exclude files;
@@ -498,7 +500,6 @@ def store(code: int, *, external_roots: bool) -> None:
     armed = _ARMED.pop() if _ARMED else None
     if armed is None or code not in (0, 1) or external_roots or armed.stderr_written:
         return
-    started_ns = time.time_ns()
     try:
         after, newest_ns = fingerprint(armed.request, armed.skip)
         if after != armed.before or time.time_ns() - newest_ns <= RACY_WINDOW_NS:
@@ -507,11 +508,13 @@ def store(code: int, *, external_roots: bool) -> None:
             if armed.skip:  # `before` left out folders this run may have read: start over
                 _remove(armed.path)
                 return
-            # nothing changed anywhere while the run ran (`after` walked everything); a
-            # change since `after` began is newer than the racy window allows
+            # nothing changed anywhere while the run ran (`after` walked everything); the
+            # key without the unread folders, then everything again: unchanged around it
+            full = after
             after, newest_ns = fingerprint(armed.request, armed.unread)
-            now = time.time_ns()
-            if now - started_ns > RACY_WINDOW_NS or now - newest_ns <= RACY_WINDOW_NS:
+            if time.time_ns() - newest_ns <= RACY_WINDOW_NS:
+                return
+            if fingerprint(armed.request)[0] != full:
                 return
     except (IneligibleError, OSError, ValueError):
         return
