@@ -49,13 +49,17 @@ browser:
 	  echo "make: chromium is missing and could not be installed: install Debian's chromium \
 	(apt-get install chromium) or put a chromium on PATH; the browser test is skipped without it"
 
+# every test: the fast lane on every core (pytest-xdist; each worker has its own temporary
+# folders, HOME, signing key and caches), then the slow tests one at a time, as before (real
+# training runs, two-rank launchers and sandboxes size their own processes)
 test: $(STAMP) browser
-	$(BIN)/python -m pytest -q
+	$(BIN)/python -m pytest -q -m "not slow" -n auto
+	$(BIN)/python -m pytest -q -m slow
 
-# everything but the tests marked slow (real training runs, sandboxes, image builds): under a
-# minute here, for the edit-test loop; `make test` (and .ci/run) still runs them all
+# everything but the tests marked slow (real training runs, sandboxes, image builds), on every
+# core, for the edit-test loop; `make test` (and .ci/run) still runs them all
 test-fast: $(STAMP)
-	$(BIN)/python -m pytest -q -m "not slow"
+	$(BIN)/python -m pytest -q -m "not slow" -n auto
 
 lint: $(STAMP)
 	$(BIN)/ruff check .
