@@ -11,7 +11,10 @@ $(STAMP): pyproject.toml | bubblewrap
 	$(BIN)/python -m pip install --quiet --upgrade pip
 	# the distribution was called "gates" before 0.3.0: drop that copy from older venvs
 	$(BIN)/python -m pip uninstall --quiet --yes gates 2>/dev/null || true
-	$(BIN)/python -m pip install --quiet -e '.[test,lint,paddle,report]'
+	# the torch extra is the reference side (the example's train_torch.py, its replay): the
+	# CPU wheel of torch 2.13.0, which lies on this machine's (and CI's) disk; other torch
+	# versions pull multi-GB CUDA builds
+	$(BIN)/python -m pip install --quiet -e '.[test,lint,paddle,report,torch]'
 	# the real GlmMoeDsaConfig for the config-semantics tests; its own dependency list is
 	# heavy (datasets, scikit-learn, librosa, modelscope), and its configuration modules
 	# need only what the test extra installs (docs/config.md)

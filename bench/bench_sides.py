@@ -21,8 +21,8 @@ from pathlib import Path
 from bench_audit import build_receipts, build_repository
 from common import OUT, median_seconds, report
 
-from gates.engine.audit import code_judge, judge_workspace, results_spec
-from gates.policy.in_force import policy_of
+from gates.engine.audit import code_judge, judge_workspace
+from gates.engine.inputs import load_inputs
 from gates.workspace import open_workspace
 
 
@@ -37,17 +37,20 @@ def main() -> int:
         os.environ["GATES_CACHE_DIR"] = str(Path(folder) / "cache")
         build_repository(root, args.files)
         build_receipts(root, args.receipts)
-        state = judge_workspace(open_workspace(root))  # warms the index and the stat cache
+        state = judge_workspace(
+            load_inputs(open_workspace(root))
+        )  # warms the index and the stat cache
         formal = sum(1 for j in state.receipts if j.status.value == "formal")
 
         def code_check() -> None:
-            workspace, policy = policy_of(open_workspace(root))
-            judge = code_judge(workspace, state.freeze, results_spec(state.loaded), policy)
+            judge = code_judge(load_inputs(open_workspace(root)), state.freeze)
             for judgement in state.receipts:
                 if judgement.receipt is not None:
                     judge.problem(judgement.receipt)
 
-        warm = median_seconds(lambda: judge_workspace(open_workspace(root)), args.repeats)
+        warm = median_seconds(
+            lambda: judge_workspace(load_inputs(open_workspace(root))), args.repeats
+        )
         alone = median_seconds(code_check, args.repeats)
     report(
         {

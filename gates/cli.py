@@ -9,7 +9,7 @@ import sys
 import traceback
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any, NoReturn, TypeVar
+from typing import TYPE_CHECKING, Any, NoReturn, TypeVar
 
 import click
 
@@ -19,6 +19,9 @@ from gates.errors import GatesError
 from gates.receipts.kinds import ArtifactKind, EvidenceClass, Framework
 from gates.reporters.formats import FORMATS
 from gates.workspace import Workspace, open_workspace
+
+if TYPE_CHECKING:
+    from gates.engine.inputs import AuditInputs
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -31,14 +34,18 @@ class State:
         self.policy_ref = policy_ref
         self.trust = trust
 
-    def workspace(self) -> Workspace:
-        """The workspace under the policy in force (its settings; the worktree's pin)."""
-        from gates.policy.in_force import govern
+    def inputs(self) -> AuditInputs:
+        """The command's inputs: the workspace under the policy in force (its settings; the
+        worktree's pin), that policy, and what is read from it once."""
+        from gates.engine.inputs import load_inputs
 
-        governed, _ = govern(
+        return load_inputs(
             open_workspace(self.directory), ref_option=self.policy_ref, trust=self.trust
         )
-        return governed
+
+    def workspace(self) -> Workspace:
+        """The workspace under the policy in force, for a command that judges nothing."""
+        return self.inputs().workspace
 
     def cwd(self) -> Path:
         """Relative paths on the command line start here (-C DIR, like git -C)."""
@@ -130,11 +137,12 @@ def audit(state: State, out: Output, verify_all: bool) -> int:
 
     try:
         with verifying_all(verify_all):
-            workspace = state.workspace()
+            inputs = state.inputs()
             # the warm path's stored report (gates/fastpath.py)
             recorded = Output(out.format, fastpath.recording(out.echo))
-            code = audit_command.audit(workspace, out=recorded)
-            fastpath.store(code, external_roots=bool(workspace.config.evidence.external.root))
+            code = audit_command.audit(inputs, out=recorded)
+            external = inputs.workspace.config.evidence.external.root
+            fastpath.store(code, external_roots=bool(external))
     except Exception as error:
         if out.as_json:  # stdout holds exactly one JSON document, even now
             out.echo(audit_command.error_document(error))
@@ -277,7 +285,7 @@ def receipt_verify(state: State, paths: tuple[str, ...], out: Output) -> int:
     """Re-judge receipts as the audit would; exit 1 when any is rejected."""
     from gates.commands import receipt as receipt_command
 
-    return receipt_command.verify(state.workspace(), paths, cwd=state.cwd(), out=out)
+    return receipt_command.verify(state.inputs(), paths, cwd=state.cwd(), out=out)
 
 
 @receipt.command("show")
@@ -319,7 +327,7 @@ def check_loss(
     from gates.commands import check as check_command
 
     return check_command.check_loss(
-        state.workspace(),
+        state.inputs(),
         reference,
         candidate,
         required_steps=required_steps,
@@ -341,7 +349,7 @@ def check_determinism(state: State, runs: tuple[str, ...], output: str, out: Out
     from gates.commands import check as check_command
 
     return check_command.check_determinism(
-        state.workspace(),
+        state.inputs(),
         runs,
         output=output,
         cwd=state.cwd(),
@@ -387,7 +395,7 @@ def check_tensors(
         raise click.BadParameter(str(exc), param_hint="--steps") from None
     selection = Selection(step_range, parse_phases(phases) if phases else PHASES, bool(phases))
     return tensors_command.check_tensors(
-        state.workspace(),
+        state.inputs(),
         reference,
         candidate,
         rules=rules,
@@ -455,7 +463,7 @@ def check_checkpoint(
             )
         with verifying_all(verify_all):
             return checkpoint_command.merge(
-                state.workspace(),
+                state.inputs(),
                 merge,
                 output=output,
                 cwd=state.cwd(),
@@ -474,7 +482,7 @@ def check_checkpoint(
         raise click.BadParameter(str(exc), param_hint="--shard-range") from None
     with verifying_all(verify_all):
         return checkpoint_command.check(
-            state.workspace(),
+            state.inputs(),
             folder,
             against=against,
             rules=rules,
@@ -533,7 +541,7 @@ def check_config(
     from gates.commands import config_check
 
     return config_check.check_config(
-        state.workspace(),
+        state.inputs(),
         official,
         class_path=class_path,
         table=table,
@@ -565,7 +573,7 @@ def probe_consumed(
     from gates.commands import probe as probe_command
 
     return probe_command.consumed(
-        state.workspace(),
+        state.inputs(),
         entry,
         tensors,
         output=output,
@@ -593,7 +601,7 @@ def inventory_diff(
     from gates.commands import inventory as inventory_command
 
     return inventory_command.diff(
-        state.workspace(),
+        state.inputs(),
         reference,
         candidate,
         rules=rules,
@@ -635,7 +643,7 @@ def replay(
         run_folder, seed, seed_file, windows, window_steps, explicit, timeout
     )
     return replay_command.replay(
-        state.workspace(), request, cwd=state.cwd(), as_json=out.as_json, echo=out.echo
+        state.inputs(), request, cwd=state.cwd(), as_json=out.as_json, echo=out.echo
     )
 
 
@@ -652,7 +660,7 @@ def steps(state: State, limit: int | None, out: Output) -> int:
     """formal_alignment_steps = N / required, why, and the per-step ledger."""
     from gates.commands import steps as steps_command
 
-    return steps_command.steps(state.workspace(), limit=limit, out=out)
+    return steps_command.steps(state.inputs(), limit=limit, out=out)
 
 
 @cli.command()
@@ -670,7 +678,7 @@ def status(state: State, out: Output, lang: str, pr_body: Path | None) -> int:
 
     if pr_body is not None and not pr_body.is_absolute():
         pr_body = state.cwd() / pr_body
-    return status_command.status(state.workspace(), lang=lang, pr_body=pr_body, out=out)
+    return status_command.status(state.inputs(), lang=lang, pr_body=pr_body, out=out)
 
 
 @cli.command()
@@ -682,7 +690,7 @@ def explain(state: State, contract_id: str, out: Output) -> int:
     from gates.commands import explain as explain_command
 
     return explain_command.explain(
-        state.workspace(), contract_id, as_json=out.as_json, echo=out.echo
+        state.inputs(), contract_id, as_json=out.as_json, echo=out.echo
     )
 
 
@@ -700,7 +708,7 @@ def claims_check(state: State, file: Path, out: Output) -> int:
     from gates.commands import claims as claims_command
 
     path = file if file.is_absolute() else state.cwd() / file
-    return claims_command.claims_check(state.workspace(), path, out=out)
+    return claims_command.claims_check(state.inputs(), path, out=out)
 
 
 @cli.group()
@@ -801,7 +809,7 @@ def run(
         force=force,
         model_config=state.cwd() / model_config if model_config else None,
     )
-    return run_command.run(state.workspace(), request, cwd=state.cwd(), echo=_echo)
+    return run_command.run(state.inputs(), request, cwd=state.cwd(), echo=_echo)
 
 
 @cli.command("evidence")
@@ -812,7 +820,7 @@ def evidence_list(state: State, out: Output) -> int:
     command that makes or refreshes it (exit 0 only when all is formal)."""
     from gates.commands import evidence as evidence_command
 
-    workspace = state.workspace()
+    workspace = state.inputs()
     return evidence_command.evidence(workspace, out=out)
 
 
@@ -826,7 +834,7 @@ def refresh(state: State, dry_run: bool, out: Output) -> int:
 
     options = evidence_command.root_options(state.directory, state.policy_ref, state.trust)
     return evidence_command.refresh(
-        state.workspace(),
+        state.inputs(),
         dry_run=dry_run,
         global_options=options,
         out=out,
@@ -889,7 +897,7 @@ def attest_export(
     from gates.commands import attest as attest_command
 
     return attest_command.export(
-        state.workspace(),
+        state.inputs(),
         state.cwd() / folder,
         key_path=key_path,
         out=out,

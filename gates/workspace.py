@@ -12,8 +12,8 @@ from gates.freeze.settings import find_root
 
 @dataclass(frozen=True)
 class Workspace:
-    """The repository root and its settings (under a policy ref, the settings in force:
-    see gates.policy.in_force.GovernedWorkspace)."""
+    """The repository root and its settings (a command's inputs hold the workspace with the
+    settings of the policy in force: gates.engine.inputs.AuditInputs). It carries no policy."""
 
     root: Path
     config: GatesConfig

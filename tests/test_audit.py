@@ -9,6 +9,7 @@ import pytest
 
 from gates.criteria import Criterion, DischargeStatus, discharge_status
 from gates.engine.audit import run_audit
+from gates.engine.inputs import load_inputs
 from gates.reporters import REPORTERS
 from gates.workspace import open_workspace
 from tests.helpers import Workspace, write
@@ -333,7 +334,7 @@ def test_concurrent_writer_during_audit_blocks(ws: Workspace) -> None:
     only_freeze_contract(ws)
     workspace = open_workspace(ws.root)
     result = run_audit(
-        workspace, between_reads=lambda: write(ws.root, "paddleformers/tmp.py", "x\n")
+        load_inputs(workspace), between_reads=lambda: write(ws.root, "paddleformers/tmp.py", "x\n")
     )
     assert result.verdict == "blocked"
     assert any(r.code == "concurrent_writer" for r in result.freeze.reasons)

@@ -11,6 +11,8 @@ from pathlib import Path
 import pytest
 
 import gates.engine.audit
+import gates.engine.inputs
+import gates.receipts.judge_all
 import gates.workspace
 from gates.hashing import cache_file
 from gates.receipts.index import INDEX_KIND
@@ -62,13 +64,13 @@ def index_file(ws: Workspace) -> Path:
 def judged(monkeypatch: pytest.MonkeyPatch) -> list[str]:
     """The receipts the engine reads and judges from their files (not from the index)."""
     calls: list[str] = []
-    real = gates.engine.audit.judge
+    real = gates.receipts.judge_all.judge
 
     def counting(context: object, relpath: str) -> object:
         calls.append(relpath)
         return real(context, relpath)  # type: ignore[arg-type]
 
-    monkeypatch.setattr(gates.engine.audit, "judge", counting)
+    monkeypatch.setattr(gates.receipts.judge_all, "judge", counting)
     return calls
 
 
@@ -185,7 +187,8 @@ def test_a_kept_judgement_rebuilds_the_validated_receipt(
     from gates.receipts.index import judgement_from_data, judgement_to_data  # noqa: PLC0415
     from gates.receipts.model import Receipt  # noqa: PLC0415
 
-    run = gates.engine.audit.judge_workspace(gates.workspace.open_workspace(evidence.root))
+    workspace = gates.workspace.open_workspace(evidence.root)
+    run = gates.engine.audit.judge_workspace(gates.engine.inputs.load_inputs(workspace))
     for judgement in run.receipts:
         data = judgement_to_data(judgement)
         assert data is not None and judgement.receipt is not None

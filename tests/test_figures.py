@@ -29,9 +29,10 @@ def _status(ws: Workspace, capsys: pytest.CaptureFixture[str]) -> tuple[list[str
 
 def _results_figures(ws: Workspace) -> ResultsFigures:
     from gates.engine.audit import run_audit  # noqa: PLC0415
+    from gates.engine.inputs import load_inputs  # noqa: PLC0415
     from gates.workspace import open_workspace  # noqa: PLC0415
 
-    result = run_audit(open_workspace(ws.root))
+    result = run_audit(load_inputs(open_workspace(ws.root)))
     found = [c.figures for c in result.contracts if isinstance(c.figures, ResultsFigures)]
     assert len(found) == 1
     return found[0]

@@ -177,6 +177,13 @@ SYMBOL_MOVES: dict[tuple[str, str], str] = {
     ("gates.training.env", "RANK_VARIABLES"): "gates.run_env",
     ("gates.training.recorder", "rank_folder"): "gates.run_env",
     ("gates.replay.commitments", "SAVE_EVERY"): "gates.run_env",
+    # issue 17 item 2: the receipts are judged in the receipts stage
+    ("gates.engine.audit", "discover_receipts"): "gates.receipts.judge_all",
+    ("gates.engine.audit", "judge_receipts"): "gates.receipts.judge_all",
+    ("gates.engine.audit", "index_fingerprint"): "gates.receipts.judge_all",
+    ("gates.engine.audit", "code_in_force"): "gates.receipts.judge_all",
+    ("gates.engine.audit", "settle"): "gates.receipts.judge_all",
+    ("gates.engine.audit", "missing_input_reason"): "gates.receipts.judge_all",
 }
 
 

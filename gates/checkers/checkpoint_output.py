@@ -11,9 +11,9 @@ from gates.checkers.outputs import render_figures, write_checker_output
 from gates.checkpoints.check import CheckpointReport
 from gates.checkpoints.layout import INDEX_NAME
 from gates.echo import Echo
+from gates.engine.inputs import AuditInputs
 from gates.external import Location
 from gates.receipts.model import ArtifactKind
-from gates.workspace import Workspace
 
 CHECK_FORMAT = "gates.checkpoint_check/v1"
 
@@ -54,7 +54,7 @@ def bound_files(location: Location, report: CheckpointReport) -> tuple[str, ...]
 
 
 def finish(
-    workspace: Workspace,
+    inputs: AuditInputs,
     document: dict[str, object],
     output: str,
     subjects: tuple[str, ...],
@@ -65,7 +65,7 @@ def finish(
 ) -> int:
     """Write the output and its receipt (binding ``subjects`` too), show the figures."""
     receipt, artifact = write_checker_output(
-        workspace,
+        inputs,
         output,
         ArtifactKind.CHECKPOINT_CHECK,
         document,

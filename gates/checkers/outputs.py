@@ -19,9 +19,9 @@ from dataclasses import dataclass
 from gates.atomic import write_text_atomic
 from gates.canonical import pretty_json
 from gates.echo import note
+from gates.engine.inputs import AuditInputs
 from gates.errors import GatesError, ReceiptError
-from gates.freeze.check import evaluate_freeze
-from gates.hashing import StatCache, cache_file
+from gates.freeze.check import FreezeReport, evaluate_freeze
 from gates.outputs.models import check_output
 from gates.paths import resolve_inside
 from gates.receipts.create import ReceiptRequest, build_document, create_receipt
@@ -99,7 +99,7 @@ def shared_profile(judgements: list[Judgement | None]) -> dict[str, str]:
 
 
 def write_checker_output(
-    workspace: Workspace,
+    audit: AuditInputs,
     receipt_path: str,
     kind: ArtifactKind,
     document: dict[str, object],
@@ -108,13 +108,17 @@ def write_checker_output(
     extra_probe_reasons: tuple[str, ...] = (),
     extra_subjects: tuple[str, ...] = (),
     failed: bool = False,
+    judged_under: FreezeReport | None = None,
 ) -> tuple[Receipt, str]:
     """Write ``document`` beside ``receipt_path`` atomically, then its receipt.
 
     The receipt names the input receipts by id and is probe when an input has
     no accepted receipt or counts as probe. ``extra_subjects`` are bound beside the output
-    (e.g. the files of a checkpoint below an external root).
+    (e.g. the files of a checkpoint below an external root). ``judged_under`` is the freeze
+    the checker judged its inputs under: the receipt's freeze before, so that only the
+    freeze after hashing is judged again (and what the audit counts is judged under it).
     """
+    workspace = audit.workspace
     artifact = artifact_path(receipt_path)
     check_output(kind, document, artifact)
     mode = current_mode()
@@ -141,13 +145,16 @@ def write_checker_output(
                 "or -o OTHER.receipt.json to write elsewhere",
             )
     write_text_atomic(resolve_inside(workspace.root, artifact, what="checker output"), text)
-    cache = StatCache(cache_file(workspace.root))
-    receipt, _ = create_receipt(workspace, request, cache=cache)
-    cache.save()
+    freeze = None
+    if judged_under is not None:
+        freeze = (judged_under, evaluate_freeze(workspace.root, workspace.config))
+    receipt, _ = create_receipt(workspace, request, cache=audit.cache, freeze=freeze)
+    audit.cache.save()
     if mode.command is not None:  # from the command line (the demo and the API stay quiet)
         from gates.engine.counting import what_counts  # noqa: PLC0415  (counting imports the engine)
 
-        for counted in what_counts(workspace, [receipt_path]):
+        after = freeze[1] if freeze else None
+        for counted in what_counts(audit, [receipt_path], freeze=after):
             note(f"audit: {counted.line()}")
     return receipt, artifact
 

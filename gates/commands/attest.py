@@ -11,6 +11,7 @@ from gates.atomic import write_text_atomic
 from gates.canonical import content_id, pretty_json
 from gates.echo import Echo, Output
 from gates.engine.audit import run_audit
+from gates.engine.inputs import AuditInputs
 from gates.engine.summary import summarize
 from gates.receipts.verify import Status
 from gates.reporters.verify_export import verify_export
@@ -23,7 +24,6 @@ from gates.trust.anchors import (
 )
 from gates.trust.envelope import sign_statement
 from gates.trust.keys import key_from_environment, load_key
-from gates.workspace import Workspace
 
 
 def _envelope_name(receipt_path: str) -> str:
@@ -31,7 +31,7 @@ def _envelope_name(receipt_path: str) -> str:
 
 
 def export(
-    workspace: Workspace,
+    inputs: AuditInputs,
     folder: Path,
     *,
     key_path: Path | None,
@@ -39,11 +39,12 @@ def export(
     resource_uri: str | None = None,
 ) -> int:
     """Exit 0 when the verdict is pass, 1 when blocked (the files are written either way)."""
+    workspace = inputs.workspace
     as_json, echo = out.as_json, out.echo
     key = load_key(key_path) if key_path else key_from_environment()
     repository = repository_uri(workspace.root, resource_uri)
-    result = run_audit(workspace)
-    inputs = []
+    result = run_audit(inputs)
+    envelopes = []
     written = []
     for judgement in result.receipts:
         receipt = judgement.receipt
@@ -55,7 +56,7 @@ def export(
             continue  # unsigned, or changed since the audit judged it
         name = _envelope_name(judgement.path)
         write_text_atomic(folder / name, pretty_json(envelope))
-        inputs.append((judgement.path, envelope))
+        envelopes.append((judgement.path, envelope))
         written.append(name)
     policy = result.policy
     statement = vsa_statement(
@@ -67,7 +68,7 @@ def export(
             else "unprotected"
         ),
         policy_digest=policy.digest if policy else "",
-        inputs=inputs,
+        inputs=envelopes,
         time_verified=time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
     )
     if key is not None:

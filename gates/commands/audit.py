@@ -9,10 +9,10 @@ from pathlib import Path
 from gates import exitcodes
 from gates.echo import Output, note
 from gates.engine.audit import AuditResult, run_audit
+from gates.engine.inputs import AuditInputs
 from gates.errors import GatesError
 from gates.outputs.read import read_outputs
 from gates.reporters import REPORTERS, github_report, status_md
-from gates.workspace import Workspace
 
 
 def exit_code(result: AuditResult) -> int:
@@ -21,8 +21,8 @@ def exit_code(result: AuditResult) -> int:
     return exitcodes.OK if result.verdict == "pass" else exitcodes.BLOCKED
 
 
-def audit(workspace: Workspace, *, out: Output) -> int:
-    result = run_audit(workspace)
+def audit(inputs: AuditInputs, *, out: Output) -> int:
+    result = run_audit(inputs)
     out.echo(REPORTERS[out.format](result))
     summary = os.environ.get(github_report.SUMMARY_VARIABLE)
     if out.format == "github" and summary:

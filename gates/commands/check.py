@@ -8,6 +8,7 @@ from gates import exitcodes, progress
 from gates.checkers.outputs import receipt_binding, render_figures, write_checker_output
 from gates.echo import Echo, note
 from gates.engine.audit import judge_workspace
+from gates.engine.inputs import AuditInputs
 from gates.errors import GatesError
 from gates.losses.compare import compare_losses, compare_repeats
 from gates.losses.series import LossSeries, read_losses
@@ -56,7 +57,7 @@ def _describe(series: LossSeries, judgement: Judgement | None) -> dict[str, obje
 
 
 def check_loss(
-    workspace: Workspace,
+    audit: AuditInputs,
     reference: str,
     candidate: str,
     *,
@@ -69,12 +70,14 @@ def check_loss(
 ) -> int:
     """Compare two loss series bit by bit; exit 1 on a length mismatch or, with
     ``bit_exact``, when the required steps are not bit-identical."""
+    workspace = audit.workspace
     ref_rel = _loss_path(workspace, reference, cwd)
     cand_rel = _loss_path(workspace, candidate, cwd)
     ref, cand = _read_both(workspace.root, ref_rel, cand_rel)
     comparison = compare_losses(ref, cand, required_steps)
-    receipts = judge_workspace(workspace).receipts
-    inputs = [
+    judged = judge_workspace(audit)
+    receipts = judged.receipts
+    bound = [
         (ref_rel, receipt_binding(ref_rel, receipts)),
         (cand_rel, receipt_binding(cand_rel, receipts)),
     ]
@@ -82,12 +85,12 @@ def check_loss(
     document = {
         "format": LOSS_CHECK_FORMAT,
         "mode": "pair",
-        "reference": _describe(ref, inputs[0][1]),
-        "candidate": _describe(cand, inputs[1][1]),
+        "reference": _describe(ref, bound[0][1]),
+        "candidate": _describe(cand, bound[1][1]),
         **{k: v for k, v in figures.items() if k not in _SIDE_FIGURES},
     }
     receipt, artifact = write_checker_output(
-        workspace, output, ArtifactKind.LOSS_CHECK, document, inputs
+        audit, output, ArtifactKind.LOSS_CHECK, document, bound, judged_under=judged.freeze
     )
     echo(render_figures(figures, receipt, artifact, as_json=as_json))
     for series in (ref, cand):
@@ -104,7 +107,7 @@ _SIDE_FIGURES = ("reference_steps", "candidate_steps", "reference_rounded", "can
 
 
 def check_determinism(
-    workspace: Workspace,
+    audit: AuditInputs,
     runs: tuple[str, ...],
     *,
     output: str,
@@ -113,6 +116,7 @@ def check_determinism(
     echo: Echo,
 ) -> int:
     """Repeats of one side and profile: exit 1 unless every run is bit-identical."""
+    workspace = audit.workspace
     if len(runs) < 2:
         raise GatesError("a determinism check needs at least two runs")
     from gates.commands.tensors import check_dump_determinism, is_dump  # noqa: PLC0415
@@ -123,22 +127,23 @@ def check_determinism(
     ]
     if all(is_dump(folder) for folder in folders):
         return check_dump_determinism(
-            workspace, runs, output=output, cwd=cwd, as_json=as_json, echo=echo
+            audit, runs, output=output, cwd=cwd, as_json=as_json, echo=echo
         )
     relpaths = [_loss_path(workspace, run, cwd) for run in runs]
     series = [read_losses(workspace.root / rel, rel) for rel in relpaths]
     result = compare_repeats(series)
-    receipts = judge_workspace(workspace).receipts
-    inputs = [(rel, receipt_binding(rel, receipts)) for rel in relpaths]
+    judged = judge_workspace(audit)
+    receipts = judged.receipts
+    bound = [(rel, receipt_binding(rel, receipts)) for rel in relpaths]
     figures = result.figures()
     document = {
         "format": LOSS_CHECK_FORMAT,
         "mode": "determinism",
-        "runs": [_describe(s, j) for s, (_, j) in zip(series, inputs, strict=True)],
+        "runs": [_describe(s, j) for s, (_, j) in zip(series, bound, strict=True)],
         **{k: v for k, v in figures.items() if k != "runs"},
     }
     receipt, artifact = write_checker_output(
-        workspace, output, ArtifactKind.LOSS_CHECK, document, inputs
+        audit, output, ArtifactKind.LOSS_CHECK, document, bound, judged_under=judged.freeze
     )
     echo(render_figures(figures, receipt, artifact, as_json=as_json))
     return exitcodes.OK if result.deterministic else exitcodes.BLOCKED

@@ -16,27 +16,28 @@ from gates.checkpoints.digest import checkpoint_digest, default_threads
 from gates.checkpoints.ranks import DEFAULT_TIMEOUT_S, launcher_world
 from gates.echo import Echo
 from gates.engine.audit import judge_workspace
+from gates.engine.inputs import AuditInputs, load_inputs
 from gates.errors import GatesError
 from gates.external import Location, locate
-from gates.hashing import StatCache, cache_file
+from gates.hashing import StatCache
 from gates.naming.rules import RuleSet
 from gates.paths import to_workspace_relpath
-from gates.policy.rulesets import load_ruleset, workspace_ruleset
+from gates.policy.rulesets import load_ruleset
 from gates.receipts.model import ArtifactKind
 from gates.receipts.verify import Judgement, Status
 from gates.resources import validator
 from gates.workspace import Workspace, open_workspace, roots_of
 
 
-def resolve_rules(workspace: Workspace, rules: str | None, cwd: Path) -> tuple[RuleSet, str | None]:
+def resolve_rules(audit: AuditInputs, rules: str | None, cwd: Path) -> tuple[RuleSet, str | None]:
     if rules is None:
-        return workspace_ruleset(workspace)
+        return audit.ruleset()
     path = Path(rules) if Path(rules).is_absolute() else cwd / rules
     return load_ruleset(path), rules
 
 
 def check(
-    workspace: Workspace,
+    audit: AuditInputs,
     folder: str,
     *,
     against: str | None,
@@ -53,6 +54,7 @@ def check(
 
     Under `paddle.distributed.launch` (world size > 1) the launcher's ranks share the work.
     """
+    workspace = audit.workspace
     roots = roots_of(workspace)
     world = launcher_world()
     if world.size > 1:
@@ -64,7 +66,7 @@ def check(
         from gates.training import checkpoint_ranks  # noqa: PLC0415  (loads Paddle)
 
         return checkpoint_ranks.check_by_ranks(
-            workspace,
+            audit,
             folder,
             world,
             cwd=cwd,
@@ -84,7 +86,7 @@ def check(
                 f"no checkpoint folder {given}: nothing checked, nothing written",
                 hint="check the path (a typo must not replace a committed output)",
             )
-    cache = StatCache(cache_file(workspace.root))
+    cache = audit.cache
     report = check_checkpoint(
         location.base,
         location.relpath,
@@ -103,7 +105,7 @@ def check(
         document["tensor_contents"] = report.contents
     failed = not report.valid or bool(report.hygiene)
     if against and not shard_range:
-        ruleset, _ = resolve_rules(workspace, rules, cwd)
+        ruleset, _ = resolve_rules(audit, rules, cwd)
         other = locate(roots, against, cwd)
         reference = check_checkpoint(
             other.base, other.relpath, cache=cache, threads=threads, label=other.label
@@ -118,7 +120,7 @@ def check(
     subjects = bound_files(location, report) if not shard_range else ()
     remember_file_digests(location, subjects, cache, threads)
     cache.save()
-    return finish(workspace, document, output, subjects, failed=failed, as_json=as_json, echo=echo)
+    return finish(audit, document, output, subjects, failed=failed, as_json=as_json, echo=echo)
 
 
 def remember_file_digests(
@@ -152,7 +154,7 @@ def _partial(
 
 
 def merge(
-    workspace: Workspace,
+    audit: AuditInputs,
     receipts: tuple[str, ...],
     *,
     output: str,
@@ -161,7 +163,9 @@ def merge(
     echo: Echo,
 ) -> int:
     """Combine the partial outputs of every slice 0..n-1 of one checkpoint into one digest."""
-    judgements = judge_workspace(workspace).receipts
+    workspace = audit.workspace
+    judged = judge_workspace(audit)
+    judgements = judged.receipts
     parts = [
         _partial(workspace, to_workspace_relpath(workspace.root, r, cwd), judgements)
         for r in receipts
@@ -192,7 +196,7 @@ def merge(
     merged.update(mode="merged", digest=checkpoint_digest(contents) if first["valid"] else None)
     inputs: list[tuple[str, Judgement | None]] = [(j.path, j) for j, _ in parts]
     receipt, artifact = write_checker_output(
-        workspace, output, ArtifactKind.CHECKPOINT_CHECK, merged, inputs
+        audit, output, ArtifactKind.CHECKPOINT_CHECK, merged, inputs, judged_under=judged.freeze
     )
     echo(
         render_figures(
@@ -220,7 +224,7 @@ def verify_saved_checkpoint(
     not, 2 error). In a single process it is `gates check checkpoint FOLDER`.
     """
     return check(
-        open_workspace(Path(workspace)),
+        load_inputs(open_workspace(Path(workspace))),
         str(folder),
         against=None,
         rules=None,

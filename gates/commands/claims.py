@@ -9,19 +9,19 @@ from pathlib import Path
 from gates import exitcodes
 from gates.echo import Output
 from gates.engine.audit import run_audit
+from gates.engine.inputs import AuditInputs
 from gates.errors import GatesError
 from gates.reporters.claims import check_claims
-from gates.workspace import Workspace
 
 
-def claims_check(workspace: Workspace, path: Path, *, out: Output) -> int:
+def claims_check(inputs: AuditInputs, path: Path, *, out: Output) -> int:
     """Exit 1 when any claim is unbacked."""
     as_json, echo = out.as_json, out.echo
     try:
         text = path.read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError) as exc:
         raise GatesError(f"cannot read: {exc}", file=path) from None
-    claims = check_claims(text, run_audit(workspace))
+    claims = check_claims(text, run_audit(inputs))
     unbacked = [claim for claim in claims if not claim.backed]
     if as_json:
         echo(json.dumps([asdict(claim) for claim in claims], indent=2, ensure_ascii=False))

@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Protocol
 import click
 
 if TYPE_CHECKING:
+    from gates.engine.inputs import AuditInputs
     from gates.workspace import Workspace
 
 
@@ -20,6 +21,8 @@ class State(Protocol):
     trust: Path | None
 
     def workspace(self) -> Workspace: ...
+
+    def inputs(self) -> AuditInputs: ...
 
     def cwd(self) -> Path: ...
 
@@ -84,7 +87,7 @@ def report(state: State, out: Path, history_range: str | None, output_format: st
 
     sys.exit(
         report_command.report(
-            state.workspace(),
+            state.inputs(),
             state.cwd() / out,
             as_json=output_format == "json",
             echo=click.echo,
@@ -122,7 +125,7 @@ def history(
 
     sys.exit(
         history_command.history_command(
-            state.workspace(),
+            state.inputs(),
             revision_range,
             step=step,
             record=record,

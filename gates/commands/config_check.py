@@ -24,6 +24,7 @@ from gates.configsem.probe import Tree
 from gates.configsem.table import Table, parse_table
 from gates.echo import Output
 from gates.engine.audit import judge_workspace
+from gates.engine.inputs import AuditInputs
 from gates.errors import ConfigError, GatesError
 from gates.paths import resolve_inside, to_workspace_relpath
 from gates.policy.contract_files import load_contract, load_contracts
@@ -67,7 +68,7 @@ def _workspace_path(workspace: Workspace, given: str, cwd: Path, what: str) -> t
 
 
 def check_config(
-    workspace: Workspace,
+    audit: AuditInputs,
     official: str,
     *,
     class_path: str,
@@ -78,6 +79,7 @@ def check_config(
     cwd: Path,
     out: Output,
 ) -> int:
+    workspace = audit.workspace
     as_json, echo = out.as_json, out.echo
     if not CLASS_PATH.fullmatch(class_path):
         raise GatesError(
@@ -105,11 +107,12 @@ def check_config(
     report = run_check(
         semantics, loaded, candidate, env=read_env_files(workspace.root, semantics.env)
     )
-    receipts = judge_workspace(workspace).receipts
+    judged = judge_workspace(audit)
+    receipts = judged.receipts
     inputs = [(rel, receipt_binding(rel, receipts)) for rel in env_rels]
     document = _document(semantics, report, table_name)
     receipt, artifact = write_checker_output(
-        workspace, output, ArtifactKind.CONFIG_CHECK, document, inputs
+        audit, output, ArtifactKind.CONFIG_CHECK, document, inputs, judged_under=judged.freeze
     )
     figures: dict[str, object] = {
         "passed": report.passed,

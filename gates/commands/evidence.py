@@ -23,10 +23,10 @@ from gates.contracts import results_schema_and_provenance as results_contract
 from gates.contracts.model import EvaluationError
 from gates.echo import Output
 from gates.engine.audit import WorkspaceState, contract_evidence, judge_workspace, results_spec
+from gates.engine.inputs import AuditInputs
 from gates.policy.contract_files import ContractSpec
 from gates.receipts.kinds import RUN_OUTPUT_KINDS, ArtifactKind
 from gates.receipts.verify import Judgement, Status
-from gates.workspace import Workspace
 
 CHECKER_KINDS = frozenset(
     {
@@ -148,10 +148,10 @@ def _counts(state: WorkspaceState, judgement: Judgement) -> tuple[str, str]:
     return "formal", judgement.reason
 
 
-def evidence_items(workspace: Workspace) -> list[Item]:
+def evidence_items(inputs: AuditInputs) -> list[Item]:
     """Every receipt under the evidence locations, and every piece the contracts in force ask
     for that no receipt provides."""
-    state = judge_workspace(workspace)
+    state = judge_workspace(inputs)
     results = results_spec(state.loaded)
     sides = _sides(results)
     items: list[Item] = []
@@ -230,10 +230,10 @@ def render(items: list[Item], *, as_json: bool) -> str:
     return "\n".join(lines)
 
 
-def evidence(workspace: Workspace, *, out: Output) -> int:
+def evidence(inputs: AuditInputs, *, out: Output) -> int:
     """Exit 0 when every piece is formal, 1 otherwise."""
     as_json, echo = out.as_json, out.echo
-    items = evidence_items(workspace)
+    items = evidence_items(inputs)
     echo(render(items, as_json=as_json))
     return exitcodes.OK if all(i.state == "formal" for i in items) else exitcodes.BLOCKED
 
@@ -247,7 +247,7 @@ class Refreshed:
 
 
 def refresh(
-    workspace: Workspace,
+    inputs: AuditInputs,
     *,
     dry_run: bool,
     global_options: tuple[str, ...],
@@ -255,8 +255,9 @@ def refresh(
 ) -> int:
     """Re-run every stale or probe checker output that records its command; training runs
     are listed, never re-run. Exit 0 when every re-run succeeded."""
+    workspace = inputs.workspace
     as_json, echo = out.as_json, out.echo
-    items = evidence_items(workspace)
+    items = evidence_items(inputs)
     chosen = [i for i in items if i.refreshable and i.state in ("stale", "probe")]
     done: list[Refreshed] = []
     for item in chosen:

@@ -7,13 +7,13 @@ import shlex
 from collections.abc import Sequence
 
 from gates import exitcodes
-from gates.contracts import results_schema_and_provenance as results_contract
-from gates.contracts.model import ContractResult, EvaluationError
+from gates.contracts.model import ContractResult
+from gates.criteria import DischargeStatus
 from gates.echo import Echo
-from gates.engine.audit import AuditResult, results_spec, run_audit
+from gates.engine.audit import broken_file_result, explain_contract, run_audit
+from gates.engine.inputs import AuditInputs
 from gates.errors import GatesError
 from gates.reporters.json_report import contract_entry
-from gates.workspace import Workspace
 
 
 def find_contract(contracts: Sequence[ContractResult], given: str) -> ContractResult:
@@ -40,15 +40,19 @@ def find_contract(contracts: Sequence[ContractResult], given: str) -> ContractRe
     raise GatesError(f"no contract {given!r}", hint=f"known: {known}")
 
 
-def remediation_commands(result: AuditResult, found: ContractResult) -> list[str]:
+def _in_force(inputs: AuditInputs) -> list[ContractResult]:
+    """The contracts in force and the files that do not load, unevaluated (to find one)."""
+    found = [
+        ContractResult(spec, path, DischargeStatus.ERROR, ()) for path, spec in inputs.contracts
+    ]
+    return found + [broken_file_result(error, inputs.root) for error in inputs.file_errors]
+
+
+def remediation_commands(inputs: AuditInputs, found: ContractResult) -> list[str]:
     """The contract's remediation with the declared entrypoints filled in."""
-    spec = results_spec([(c.source, c.spec) for c in result.contracts])
     fills: dict[str, str] = {}
-    if spec is not None:
-        try:
-            params = results_contract.parse_params(spec.params)
-        except EvaluationError:
-            params = None
+    if inputs.results_spec is not None:
+        params = inputs.results_params
         if params is not None:
             for side, declared in (
                 ("reference", params.reference_entrypoint),
@@ -65,10 +69,16 @@ def remediation_commands(result: AuditResult, found: ContractResult) -> list[str
     return commands
 
 
-def explain(workspace: Workspace, contract_id: str, *, as_json: bool, echo: Echo) -> int:
-    result = run_audit(workspace)
-    found = find_contract(result.contracts, contract_id)
-    commands = remediation_commands(result, found)
+def explain(inputs: AuditInputs, contract_id: str, *, as_json: bool, echo: Echo) -> int:
+    """One contract evaluated (with the freeze and the receipts it needs), not the audit."""
+    chosen = find_contract(_in_force(inputs), contract_id)
+    if chosen.spec.check:
+        result = explain_contract(inputs, chosen.spec.id)
+        found = result.contracts[0]
+    else:  # a contract file that does not load: its error result, as the audit shows it
+        result = run_audit(inputs)
+        found = find_contract(result.contracts, chosen.spec.id)
+    commands = remediation_commands(inputs, found)
     if as_json:
         entry = contract_entry(found, result.today) | {"remediation": commands}
         echo(json.dumps(entry, indent=2, ensure_ascii=False))

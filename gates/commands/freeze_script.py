@@ -71,11 +71,12 @@ def _show_protected(root: Path, option: str | None, *, as_json: bool) -> int:
     """Judge by the protected ref's [freeze] settings (with the worktree's pin)."""
     from gates.commands.freeze import show  # noqa: PLC0415  (pydantic: only under a policy ref)
     from gates.echo import Output  # noqa: PLC0415
-    from gates.policy.in_force import govern  # noqa: PLC0415
+    from gates.policy.in_force import governed, load_policy  # noqa: PLC0415
     from gates.workspace import open_workspace  # noqa: PLC0415
 
-    workspace, _ = govern(open_workspace(root), ref_option=option, with_anchors=False)
-    return show(workspace, out=Output("json" if as_json else "text", print))
+    workspace = open_workspace(root)
+    policy = load_policy(root, workspace.config, ref_option=option, with_anchors=False)
+    return show(governed(workspace, policy), out=Output("json" if as_json else "text", print))
 
 
 def _show_ref(root: Path, ref: str, *, as_json: bool) -> int:

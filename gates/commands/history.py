@@ -26,17 +26,18 @@ from gates.trust.keys import (
     key_from_environment,
     load_key,
 )
-from gates.workspace import Workspace, open_workspace
+from gates.workspace import open_workspace
 
 if TYPE_CHECKING:
     from gates.engine.audit import AuditResult
+    from gates.engine.inputs import AuditInputs
 
 
-def _audit(workspace: Workspace) -> AuditResult:
+def _audit(inputs: AuditInputs) -> AuditResult:
     """The audit, imported only when one runs: listing notes needs none of it."""
     from gates.engine.audit import run_audit  # noqa: PLC0415
 
-    return run_audit(workspace)
+    return run_audit(inputs)
 
 
 @contextlib.contextmanager
@@ -61,10 +62,11 @@ def signing_key(key_path: Path | None) -> SigningKey:
     return key
 
 
-def record_head(workspace: Workspace, key: SigningKey) -> None:
+def record_head(inputs: AuditInputs, key: SigningKey) -> None:
+    workspace = inputs.workspace
     from gates.engine.summary import summarize  # noqa: PLC0415
 
-    result = _audit(workspace)
+    result = _audit(inputs)
     commit = record(workspace.root, summarize(result), key)
     note(
         f"recorded {commit[:12]}: verdict={result.verdict} formal_alignment_steps = "
@@ -82,8 +84,8 @@ def fill_missing(
 ) -> list[str]:
     """Audit each commit without a note in a temporary worktree (removed afterwards) and
     record it; a commit that cannot be audited is said and skipped."""
+    from gates.engine.inputs import load_inputs  # noqa: PLC0415
     from gates.engine.summary import summarize  # noqa: PLC0415
-    from gates.policy.in_force import govern  # noqa: PLC0415
 
     recorded = []
     for entry in entries:
@@ -93,8 +95,8 @@ def fill_missing(
         tree = scratch / "worktree"
         try:
             run_git(root, "worktree", "add", "--detach", "--quiet", str(tree), entry.commit)
-            governed, _ = govern(open_workspace(tree), ref_option=policy_ref, trust=trust)
-            record(root, summarize(_audit(governed)), key)
+            inputs = load_inputs(open_workspace(tree), ref_option=policy_ref, trust=trust)
+            record(root, summarize(_audit(inputs)), key)
             recorded.append(entry.commit)
             note(f"filled {entry.commit[:12]}")
         except GatesError as error:
@@ -218,7 +220,7 @@ def show(
 
 
 def history_command(
-    workspace: Workspace,
+    inputs: AuditInputs,
     revision_range: str | None,
     *,
     step: int | None,
@@ -231,15 +233,14 @@ def history_command(
     as_json: bool,
     echo: Echo,
 ) -> int:
-    from gates.policy.in_force import policy_of  # noqa: PLC0415
-
-    _, policy = policy_of(workspace)
+    workspace = inputs.workspace
+    policy = inputs.policy
     root = workspace.root
     if record or fill:
         key = signing_key(key_path)
         with _key_hidden():
             if record:
-                record_head(workspace, key)
+                record_head(inputs, key)
             if fill:
                 missing = history(root, revision_range, policy.anchors, depth)
                 fill_missing(root, missing, key, policy_ref=policy_ref, trust=trust)

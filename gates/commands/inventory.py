@@ -14,11 +14,12 @@ from gates.checkpoints.check import check_checkpoint
 from gates.checkpoints.survey import Survey, survey
 from gates.commands.checkpoint import resolve_rules
 from gates.echo import Output
+from gates.engine.inputs import AuditInputs
 from gates.external import locate
 from gates.hashing import StatCache
 from gates.naming.families import by_family, grouped
 from gates.receipts.model import ArtifactKind
-from gates.workspace import Workspace, roots_of
+from gates.workspace import roots_of
 
 PARITY_FORMAT = "gates.structure_parity/v1"
 
@@ -120,7 +121,7 @@ def collector_paused() -> Iterator[None]:
 
 @collector_paused()
 def diff(
-    workspace: Workspace,
+    audit: AuditInputs,
     reference: str,
     candidate: str,
     *,
@@ -130,9 +131,10 @@ def diff(
     out: Output,
 ) -> int:
     """Exit 1 when a structural difference remains or either side is invalid."""
+    workspace = audit.workspace
     as_json, echo = out.as_json, out.echo
     roots = roots_of(workspace)
-    ruleset, rules_source = resolve_rules(workspace, rules, cwd)
+    ruleset, rules_source = resolve_rules(audit, rules, cwd)
     cache = StatCache(None)
     ref_at, cand_at = locate(roots, reference, cwd), locate(roots, candidate, cwd)
     ref = check_checkpoint(
@@ -145,7 +147,7 @@ def diff(
     problems = (list(ref.checkpoint.problems), list(cand.checkpoint.problems))
     document = survey_document(ref.path, cand.path, found, problems, rules_source)
     receipt, artifact = write_checker_output(
-        workspace, output, ArtifactKind.STRUCTURE_PARITY, document, []
+        audit, output, ArtifactKind.STRUCTURE_PARITY, document, []
     )
     if as_json:
         shown = {**document, "output": artifact, "receipt": receipt.id}

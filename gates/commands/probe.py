@@ -13,6 +13,7 @@ from pathlib import Path
 from gates import exitcodes
 from gates.checkers.outputs import write_checker_output
 from gates.echo import Output
+from gates.engine.inputs import AuditInputs
 from gates.errors import GatesError
 from gates.paths import resolve_inside, to_workspace_relpath
 from gates.receipts.model import ArtifactKind
@@ -77,7 +78,7 @@ def _sandboxed_probe(
 
 
 def consumed(
-    workspace: Workspace,
+    audit: AuditInputs,
     entry: str,
     names: tuple[str, ...],
     *,
@@ -86,6 +87,7 @@ def consumed(
     out: Output,
 ) -> int:
     """Exit 0 when the probe was repeatable (whatever it found), 1 when it was not."""
+    workspace = audit.workspace
     as_json, echo = out.as_json, out.echo
     file_part, sep, function = entry.rpartition(":")
     if not sep or not file_part or not function:
@@ -106,9 +108,7 @@ def consumed(
             for f in findings
         ],
     }
-    receipt, artifact = write_checker_output(
-        workspace, output, ArtifactKind.TENSOR_CHECK, document, []
-    )
+    receipt, artifact = write_checker_output(audit, output, ArtifactKind.TENSOR_CHECK, document, [])
     if as_json:
         echo(json.dumps({**document, "output": artifact, "receipt": receipt.id}, indent=2))
     else:

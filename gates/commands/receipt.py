@@ -8,17 +8,13 @@ from pathlib import Path
 from gates import exitcodes
 from gates.canonical import pretty_json
 from gates.echo import Echo, Output
-from gates.engine.audit import (
-    code_in_force,
-    code_judge,
-    judge_workspace,
-    judging_context,
-    results_spec,
-)
+from gates.engine.audit import code_judge, freeze_discharged, judge_workspace, judging_context
+from gates.engine.inputs import AuditInputs
 from gates.errors import ReceiptError
 from gates.hashing import StatCache, cache_file
 from gates.paths import to_workspace_relpath
 from gates.receipts.create import ReceiptRequest, create_receipt
+from gates.receipts.judge_all import code_in_force
 from gates.receipts.verify import Judgement, ReceiptRejectedError, Status, judge, read_receipt
 from gates.reporters.json_report import receipt_entry
 from gates.workspace import Workspace
@@ -40,14 +36,15 @@ def _relpaths(workspace: Workspace, given: tuple[str, ...], cwd: Path) -> list[s
     return [to_workspace_relpath(workspace.root, path, cwd) for path in given]
 
 
-def verify(workspace: Workspace, paths: tuple[str, ...], *, cwd: Path, out: Output) -> int:
+def verify(inputs: AuditInputs, paths: tuple[str, ...], *, cwd: Path, out: Output) -> int:
     """Re-judge the given receipts exactly as `gates audit` would; exit 1 if any is rejected."""
+    workspace = inputs.workspace
     as_json, echo = out.as_json, out.echo
     relpaths = _relpaths(workspace, paths, cwd)
-    state = judge_workspace(workspace)
+    state = judge_workspace(inputs)
     judged = {judgement.path: judgement for judgement in state.receipts}
-    context = judging_context(state.workspace, state.freeze, state.loaded, state.policy)
-    code = code_judge(state.workspace, state.freeze, results_spec(state.loaded), state.policy)
+    context = judging_context(inputs, state.freeze, freeze_discharged(state.frozen))
+    code = code_judge(inputs, state.freeze)
     judgements = [
         judged.get(relpath) or code_in_force(judge(context, relpath), code) for relpath in relpaths
     ]

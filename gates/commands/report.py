@@ -10,12 +10,11 @@ from gates import exitcodes
 from gates.atomic import write_text_atomic
 from gates.echo import Echo
 from gates.engine.audit import run_audit
+from gates.engine.inputs import AuditInputs
 from gates.errors import GatesError
-from gates.policy.in_force import policy_of
 from gates.reporters import html_report
 from gates.reporters.history import history
 from gates.reporters.report_data import HistoryPoint, report_data
-from gates.workspace import Workspace
 
 REPORT_FILE = "report.html"
 
@@ -29,7 +28,7 @@ def _require_matplotlib() -> None:
 
 
 def report(
-    workspace: Workspace,
+    inputs: AuditInputs,
     out: Path,
     *,
     as_json: bool,
@@ -37,14 +36,14 @@ def report(
     history_range: str | None = None,
 ) -> int:
     """Write OUT/report.html; exit 0 once written, whatever the verdict (the page says it)."""
+    workspace = inputs.workspace
     _require_matplotlib()
-    result = run_audit(workspace)
+    result = run_audit(inputs)
     points: tuple[HistoryPoint, ...] = ()
     if history_range is not None:
-        _, policy = policy_of(workspace)
         points = tuple(
             HistoryPoint(e.commit, e.summary.formal_alignment_steps, e.fact is not None)
-            for e in history(workspace.root, history_range or None, policy.anchors)
+            for e in history(workspace.root, history_range or None, inputs.policy.anchors)
             if e.summary is not None
         )
     data = report_data(workspace, result, points)

@@ -33,6 +33,7 @@ from gates.canonical import pretty_json
 from gates.echo import Echo, note
 from gates.engine import preflight
 from gates.engine.counting import what_counts
+from gates.engine.inputs import AuditInputs
 from gates.engine.preflight import full_profile
 from gates.errors import GatesError
 from gates.freeze.check import FreezeReport, evaluate_freeze
@@ -515,7 +516,7 @@ def _sandbox(request: RunRequest, before: FreezeReport) -> SandboxSupport | None
 
 
 def _preflight(
-    workspace: Workspace,
+    inputs: AuditInputs,
     request: RunRequest,
     cwd: Path,
     *,
@@ -525,10 +526,10 @@ def _preflight(
 ) -> preflight.Preflight | None:
     """The pre-flight's findings on stderr; None when the launch is refused."""
     checked = preflight.check_launch(
-        workspace,
+        inputs,
         preflight.Launch(
             tuple(request.command),
-            to_workspace_relpath(workspace.root, ".", cwd),
+            to_workspace_relpath(inputs.root, ".", cwd),
             request.framework,
             request.profile,
             request.model_config,
@@ -560,17 +561,17 @@ def _protocol(
     return protocol
 
 
-def run(workspace: Workspace, request: RunRequest, *, cwd: Path, echo: Echo) -> int:
+def run(inputs: AuditInputs, request: RunRequest, *, cwd: Path, echo: Echo) -> int:
     """Launch, stamp, and return the entrypoint's exit status (1 when refused)."""
     if not request.command:
         raise GatesError("no command to run", hint="gates run [options] -- python train.py ...")
-    root = workspace.root
+    root = inputs.workspace.root
     signing_key = key_from_environment()  # a bad key fails here, before anything runs
-    before = evaluate_freeze(root, workspace.config)
+    before = evaluate_freeze(root, inputs.workspace.config)
     if before.verdict != "pass" and not request.probe:
         return _refuse(before)
     sandbox = _sandbox(request, before)
-    relpath, folder = _out_folder(workspace, request, cwd)
+    relpath, folder = _out_folder(inputs.workspace, request, cwd)
     manifest_profile(full_profile(request.profile, "cpu"))  # a malformed value: error now
     framework = request.framework.value if request.framework else None
     stamp = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime())
@@ -579,7 +580,7 @@ def run(workspace: Workspace, request: RunRequest, *, cwd: Path, echo: Echo) -> 
     environment = _quiet_capture(framework, log)
     device = "cpu" if environment.get("device_name") in (None, "cpu") else "cuda"
     checked = _preflight(
-        workspace, request, cwd, environment=environment, device=device, signing_key=signing_key
+        inputs, request, cwd, environment=environment, device=device, signing_key=signing_key
     )
     if checked is None:
         return 1
@@ -588,19 +589,19 @@ def run(workspace: Workspace, request: RunRequest, *, cwd: Path, echo: Echo) -> 
     if sandbox is not None:
         _outputs_inside(root, relpath, request, cwd)
     _empty_run_folder(relpath, folder, clean=request.clean)
-    protocol = _protocol(request, folder, run_id, before.head, policy_save_every(workspace))
+    protocol = _protocol(request, folder, run_id, before.head, policy_save_every(inputs.policy))
     preloading = signing_key.preload() if signing_key else None
     finished, isolation = _launch_either(
-        workspace, request, sandbox, place=(relpath, folder, cwd), protocol=protocol, log=log
+        inputs.workspace, request, sandbox, place=(relpath, folder, cwd), protocol=protocol, log=log
     )
     if preloading is not None:
         preloading.join()
-    after = evaluate_freeze(root, workspace.config)
+    after = evaluate_freeze(root, inputs.workspace.config)
     reasons = _probe_reasons(
         request, before, after, finished.exit_status, list(finished.interrupted_by)
     )
     reasons += tuple(aggregate_ranks(folder)[1])
-    if sandbox is None and workspace.config.sandbox.required:
+    if sandbox is None and inputs.workspace.config.sandbox.required:
         reasons += ("run not isolated: --no-sandbox, and the policy requires the sandbox",)
     found, missing = _stamps(root, folder, request, cwd)
     manifest = _manifest(request, finished, typed_profile, (before, after), reasons)
@@ -615,7 +616,7 @@ def run(workspace: Workspace, request: RunRequest, *, cwd: Path, echo: Echo) -> 
         found.insert(0, manifest_stamp)
     cache = StatCache(cache_file(root))
     run_receipt = _attest_run(
-        workspace,
+        inputs.workspace,
         request,
         facts=RunFacts(
             relpath,
@@ -647,7 +648,7 @@ def run(workspace: Workspace, request: RunRequest, *, cwd: Path, echo: Echo) -> 
             inputs=(run_receipt.id,),
         )
         _, path = create_receipt(
-            workspace,
+            inputs.workspace,
             receipt_request,
             cache=cache,
             freeze=(before, after),
@@ -656,7 +657,7 @@ def run(workspace: Workspace, request: RunRequest, *, cwd: Path, echo: Echo) -> 
         written.append(path.relative_to(root).as_posix())
     cache.save()
     run_path = f"{relpath}/run.receipt.json"
-    for counted in what_counts(workspace, [run_path, *written]):
+    for counted in what_counts(inputs, [run_path, *written], freeze=after):
         echo(counted.line())
     echo(
         "".join(f"declared output {target} was not written\n" for target in missing)

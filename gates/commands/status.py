@@ -9,11 +9,11 @@ from gates import exitcodes
 from gates.atomic import write_bytes_atomic
 from gates.echo import Output
 from gates.engine.audit import AuditResult, run_audit
+from gates.engine.inputs import AuditInputs
 from gates.errors import GatesError
 from gates.outputs.read import read_outputs
 from gates.reporters import status_md
 from gates.reporters.json_report import audit_object
-from gates.workspace import Workspace
 
 
 def status_object(result: AuditResult, lang: str) -> dict[str, object]:
@@ -40,9 +40,9 @@ def update_pr_body(path: Path, block: str) -> bool:
     return True
 
 
-def status(workspace: Workspace, *, lang: str, pr_body: Path | None, out: Output) -> int:
+def status(inputs: AuditInputs, *, lang: str, pr_body: Path | None, out: Output) -> int:
     """Exit 0 when the verdict is pass, else 1 (``out.format``: markdown or json)."""
-    result = run_audit(workspace)
+    result = run_audit(inputs)
     if out.as_json:
         out.echo(json.dumps(status_object(result, lang), indent=2, ensure_ascii=False))
     else:

@@ -10,10 +10,10 @@ from dataclasses import dataclass
 from gates import exitcodes
 from gates.echo import Output
 from gates.engine.audit import run_audit
+from gates.engine.inputs import AuditInputs
 from gates.receipts.alignment import Alignment
 from gates.receipts.verify import Status
 from gates.tensors.progress import Progress, tensor_progress
-from gates.workspace import Workspace
 
 
 def float_bits(value: float) -> str:
@@ -158,8 +158,8 @@ class StepsReport:
         return reached and not self.rejected
 
 
-def steps_report(workspace: Workspace, limit: int | None) -> StepsReport:
-    result = run_audit(workspace)
+def steps_report(inputs: AuditInputs, limit: int | None) -> StepsReport:
+    result = run_audit(inputs)
     alignment = result.alignment
     rows = alignment.required if limit is None else limit
     rejected = tuple(j.path for j in result.receipts if j.status is Status.REJECTED)
@@ -175,9 +175,9 @@ RENDERERS: dict[str, Callable[[StepsReport], str]] = {
 }
 
 
-def steps(workspace: Workspace, *, limit: int | None, out: Output) -> int:
+def steps(inputs: AuditInputs, *, limit: int | None, out: Output) -> int:
     """Exit 0 when formal_alignment_steps reaches the required steps and no receipt is
     rejected (a rejected input may be what the count should have used), else 1."""
-    report = steps_report(workspace, limit)
+    report = steps_report(inputs, limit)
     out.echo(RENDERERS[out.format](report))
     return exitcodes.OK if report.met else exitcodes.BLOCKED

@@ -10,9 +10,10 @@ from gates import exitcodes
 from gates.checkers.outputs import receipt_binding, write_checker_output
 from gates.echo import Echo, Output
 from gates.engine.audit import judge_workspace
+from gates.engine.inputs import AuditInputs
 from gates.naming.rules import RuleSet
 from gates.paths import resolve_inside, to_workspace_relpath
-from gates.policy.rulesets import load_ruleset, workspace_ruleset
+from gates.policy.rulesets import load_ruleset
 from gates.receipts.model import ArtifactKind, Receipt
 from gates.receipts.verify import Judgement
 from gates.tensors.compare import Comparison, Selection, compare_dumps
@@ -43,9 +44,10 @@ def is_dump(path: Path) -> bool:
     return not has_losses and tensors_root(path) is not None
 
 
-def _ruleset(workspace: Workspace, rules: str | None, cwd: Path) -> tuple[RuleSet, str | None]:
+def _ruleset(audit: AuditInputs, rules: str | None, cwd: Path) -> tuple[RuleSet, str | None]:
+    workspace = audit.workspace
     if rules is None:
-        return workspace_ruleset(workspace)
+        return audit.ruleset()
     relpath = to_workspace_relpath(workspace.root, rules, cwd)
     return load_ruleset(resolve_inside(workspace.root, relpath, what="rules contract")), relpath
 
@@ -135,7 +137,7 @@ def _open(workspace: Workspace, given: str, cwd: Path) -> tuple[str, Path]:
 
 
 def check_tensors(
-    workspace: Workspace,
+    audit: AuditInputs,
     reference: str,
     candidate: str,
     *,
@@ -146,14 +148,16 @@ def check_tensors(
     out: Output,
 ) -> int:
     """Exit 0 when every compared tensor is bit-identical and nothing is missing, else 1."""
+    workspace = audit.workspace
     as_json, echo = out.as_json, out.echo
     ref_rel, ref_path = _open(workspace, reference, cwd)
     cand_rel, cand_path = _open(workspace, candidate, cwd)
-    ruleset, rules_source = _ruleset(workspace, rules, cwd)
+    ruleset, rules_source = _ruleset(audit, rules, cwd)
     comparison = compare_dumps(
         open_dump(ref_path, ref_rel), open_dump(cand_path, cand_rel), ruleset, selection
     )
-    receipts = judge_workspace(workspace).receipts
+    judged = judge_workspace(audit)
+    receipts = judged.receipts
     inputs = [
         (ref_rel, dump_binding(ref_rel, receipts)),
         (cand_rel, dump_binding(cand_rel, receipts)),
@@ -168,7 +172,7 @@ def check_tensors(
         **comparison_document(comparison),
     }
     receipt, artifact = write_checker_output(
-        workspace, output, ArtifactKind.TENSOR_CHECK, document, inputs
+        audit, output, ArtifactKind.TENSOR_CHECK, document, inputs, judged_under=judged.freeze
     )
     _emit(document, receipt, artifact, as_json, echo)
     return exitcodes.OK if comparison.aligned else exitcodes.BLOCKED
@@ -179,7 +183,7 @@ def _receipt_id(judgement: Judgement | None) -> str | None:
 
 
 def check_dump_determinism(
-    workspace: Workspace,
+    audit: AuditInputs,
     runs: tuple[str, ...],
     *,
     output: str,
@@ -188,9 +192,11 @@ def check_dump_determinism(
     echo: Echo,
 ) -> int:
     """Repeats of one side: every dumped tensor of every repeat identical to the first's."""
+    workspace = audit.workspace
     opened = [_open(workspace, run, cwd) for run in runs]
     dumps = [open_dump(path, rel) for rel, path in opened]
-    receipts = judge_workspace(workspace).receipts
+    judged = judge_workspace(audit)
+    receipts = judged.receipts
     inputs = [(rel, dump_binding(rel, receipts)) for rel, _ in opened]
     pairs = []
     first_divergence = None
@@ -211,7 +217,7 @@ def check_dump_determinism(
         "pairs": pairs,
     }
     receipt, artifact = write_checker_output(
-        workspace, output, ArtifactKind.TENSOR_CHECK, document, inputs
+        audit, output, ArtifactKind.TENSOR_CHECK, document, inputs, judged_under=judged.freeze
     )
     if as_json:
         echo(json.dumps({**document, "output": artifact, "receipt": receipt.id}, indent=2))

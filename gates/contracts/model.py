@@ -9,8 +9,12 @@ from typing import TYPE_CHECKING
 
 from gates.criteria import Criterion, DischargeStatus
 from gates.freeze.check import FreezeReport
+from gates.hashing import StatCache, cache_file
+from gates.naming.rules import RuleSet
 from gates.policy.contract_files import ContractSpec
+from gates.policy.in_force import Policy
 from gates.policy.waivers import LoadedWaiver
+from gates.receipts.binding import DeclaredEntrypoint
 from gates.receipts.evidence import Evidence
 from gates.receipts.verify import Judgement
 from gates.tensors.progress import TensorFigures
@@ -79,13 +83,27 @@ class ContractResult:
 
 @dataclass(frozen=True)
 class EvaluationContext:
-    """Everything an evaluator may look at; evaluators never read git themselves."""
+    """Everything an evaluator may look at; evaluators never read git themselves, nor
+    resolve the policy: the audit hands it in (``policy``), with the command's one stat
+    cache and the declared entrypoints it has already judged."""
 
     workspace: Workspace
     freeze: FreezeReport
     receipts: tuple[Judgement, ...]
     evidence: tuple[Evidence, ...] = field(default=())
     alignment: Alignment | None = None
+    policy: Policy | None = None
+    cache: StatCache | None = None
+    entrypoints: tuple[DeclaredEntrypoint, ...] | None = None
+
+    def ruleset(self) -> RuleSet:
+        """The naming rules of the policy in force (none without a policy)."""
+        return self.policy.ruleset()[0] if self.policy is not None else RuleSet()
+
+    def stat_cache(self) -> StatCache:
+        """The command's stat cache (the workspace's, loaded anew, for a context built
+        without it)."""
+        return self.cache if self.cache is not None else StatCache(cache_file(self.workspace.root))
 
 
 class EvaluationError(Exception):

@@ -22,16 +22,17 @@ from gates.contracts.model import (
 )
 from gates.criteria import Criterion
 from gates.errors import GatesError, UnsafePathError
-from gates.freeze.check import entrypoint_script_problems
 from gates.outputs.checkpoint_check import Against, CheckpointCheck
 from gates.outputs.loss_check import DeterminismCheck
 from gates.outputs.models import parse_output
 from gates.paths import check_relpath
 from gates.receipts.artifacts import KIND_BY_FILE_NAME, artifact_problem
-from gates.receipts.binding import declared_scripts
+from gates.receipts.binding import DeclaredEntrypoint
+from gates.receipts.binding import declared_entrypoints as declared_in
 from gates.receipts.model import ArtifactKind, Framework
 from gates.receipts.verify import Judgement, Status
 from gates.validation import first_error
+from gates.workspace import Workspace
 
 CHECK = "results_schema_and_provenance"
 
@@ -59,6 +60,9 @@ class Params(BaseModel):
     # argv templates with {state}, {start}, {end}, {out}: how each side resumes a window
     reference_replay: tuple[str, ...] = ()
     candidate_replay: tuple[str, ...] = ()
+    # whether a replay on another framework build or hardware than the run's may count
+    # (bit-exact replay is promised on the run's own only; a mismatch there is inconclusive)
+    replay_across_builds: StrictBool = False
 
 
 def parse_params(raw: dict[str, Any]) -> Params:
@@ -115,23 +119,28 @@ def _side(name: str, context: EvaluationContext, folder: str, files: tuple[str, 
     return Criterion(f"{name}_results_valid", not problems, detail)
 
 
+def declared_entrypoints(workspace: Workspace, params: Params) -> tuple[DeclaredEntrypoint, ...]:
+    """Each side's declared entrypoint, with its scripts outside the pinned tree."""
+    return declared_in(
+        workspace.root,
+        workspace.config,
+        (
+            ("reference", params.reference_framework.value, params.reference_entrypoint),
+            ("candidate", params.candidate_framework.value, params.candidate_entrypoint),
+        ),
+    )
+
+
 def _entrypoints(context: EvaluationContext, params: Params) -> Criterion:
     """Each side declares the entrypoint whose signed runs alone make its evidence formal."""
-    problems = []
-    for side, declared in (
-        ("reference", params.reference_entrypoint),
-        ("candidate", params.candidate_entrypoint),
-    ):
-        if not declared:
-            problems.append(f"params.{side}_entrypoint is not declared")
-            continue
-        scripts = declared_scripts(declared)
-        if not scripts:
-            problems.append(f"params.{side}_entrypoint names no script of the source tree")
-        found = entrypoint_script_problems(
-            context.workspace.root, context.workspace.config, scripts
-        )
-        problems += [f"params.{side}_entrypoint: {problem}" for problem in found.values()]
+    declared = context.entrypoints
+    wanted = [
+        ("reference", params.reference_framework.value, params.reference_entrypoint),
+        ("candidate", params.candidate_framework.value, params.candidate_entrypoint),
+    ]
+    if declared is None or [(d.side, d.framework, d.argv) for d in declared] != wanted:
+        declared = declared_entrypoints(context.workspace, params)  # not the audit's contract
+    problems = [problem for entrypoint in declared for problem in entrypoint.problems()]
     detail = "; ".join(problems) or (
         f"reference: {' '.join(params.reference_entrypoint)}; "
         f"candidate: {' '.join(params.candidate_entrypoint)}"
@@ -255,18 +264,14 @@ def _recomputed_pair_problem(
     context: EvaluationContext, output: CheckpointCheck, against: Against
 ) -> str:
     from gates.checkpoints.check import check_checkpoint, compare_pair  # noqa: PLC0415
-    from gates.hashing import StatCache, cache_file  # noqa: PLC0415
     from gates.naming.rulefile import INVENTORY_CHECK, ruleset_from_params  # noqa: PLC0415
-    from gates.policy.in_force import policy_of  # noqa: PLC0415
 
     root = context.workspace.root
     candidate, reference = output.path, against.reference
-    _, policy = policy_of(context.workspace)
-    loaded, _ = policy.contracts()
-    inventory = next((spec for _, spec in loaded if spec.check == INVENTORY_CHECK), None)
+    inventory = context.policy.contract(INVENTORY_CHECK) if context.policy else None
     try:
-        ruleset = ruleset_from_params(inventory.params if inventory else {}, "tensor-inventory")
-        cache = StatCache(cache_file(root))
+        ruleset = ruleset_from_params(inventory[1].params if inventory else {}, "tensor-inventory")
+        cache = context.stat_cache()
         ref = check_checkpoint(root, reference, cache=cache)
         cand = check_checkpoint(root, candidate, cache=cache)
         cache.save()

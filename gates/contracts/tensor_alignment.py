@@ -17,7 +17,6 @@ from gates.criteria import Criterion
 from gates.errors import ConfigError, GatesError, UnsafePathError
 from gates.naming.rulefile import RULE_KEYS, ruleset_from_params
 from gates.paths import check_relpath, resolve_inside
-from gates.policy.rulesets import workspace_ruleset
 from gates.receipts.model import ArtifactKind
 from gates.tensors.compare import Comparison, Selection, compare_dumps, parse_phases
 from gates.tensors.layout import ORDER_FILE, PHASES, TENSORS_FOLDER, StepRange, open_dump
@@ -88,7 +87,7 @@ def evaluate(context: EvaluationContext, raw: dict[str, Any]) -> Evaluation:
         if any(key in raw for key in RULE_KEYS):
             ruleset = ruleset_from_params(raw, "tensor-alignment contract")
         else:
-            ruleset, _ = workspace_ruleset(context.workspace)
+            ruleset = context.ruleset()
     except ConfigError as exc:
         raise EvaluationError(exc.message) from None
     root = context.workspace.root

@@ -13,7 +13,7 @@ from gates.contracts.model import EvaluationContext, EvaluationError
 from gates.criteria import Criterion
 from gates.errors import ConfigError, UnsafePathError
 from gates.external import ExternalRoots, is_external, split_external
-from gates.hashing import StatCache, cache_file
+from gates.hashing import StatCache
 from gates.naming.rulefile import RULE_KEYS, ruleset_from_params
 from gates.paths import check_relpath, resolve_inside
 from gates.receipts.model import ArtifactKind
@@ -160,7 +160,7 @@ def evaluate(context: EvaluationContext, raw: dict[str, Any]) -> list[Criterion]
     except ConfigError as exc:
         raise EvaluationError(exc.message) from None
     roots = roots_of(context.workspace)
-    cache = StatCache(cache_file(context.workspace.root))
+    cache = context.stat_cache()
     hashing = params.require_hash_match
     sides = {
         side: _side_report(roots, path, cache, hashing)

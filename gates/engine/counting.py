@@ -10,9 +10,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from gates.engine.audit import WorkspaceState, contract_evidence, judge_workspace
+from gates.engine.inputs import AuditInputs
+from gates.freeze.check import FreezeReport
 from gates.receipts.artifacts import KIND_BY_FILE_NAME, artifact_problem
 from gates.receipts.verify import Status
-from gates.workspace import Workspace
 
 
 @dataclass(frozen=True)
@@ -28,9 +29,12 @@ class Counted:
         return f"{self.path}: counts 0 ({self.status}: {self.why})"
 
 
-def what_counts(workspace: Workspace, paths: list[str]) -> list[Counted]:
-    """Each receipt of ``paths`` as the audit judges it now, under the policy in force."""
-    state = judge_workspace(workspace)
+def what_counts(
+    inputs: AuditInputs, paths: list[str], *, freeze: FreezeReport | None = None
+) -> list[Counted]:
+    """Each receipt of ``paths`` as the audit judges it now, under the policy in force
+    (``freeze``: the freeze the caller has just judged, else judged again here)."""
+    state = judge_workspace(inputs, freeze=freeze)
     return [_counted(state, path) for path in paths]
 
 

@@ -16,14 +16,13 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
-from gates.engine.audit import entrypoints_of, profile_difference, results_spec
+from gates.engine.audit import profile_difference
+from gates.engine.inputs import AuditInputs
 from gates.policy.contract_files import ContractSpec
-from gates.policy.in_force import policy_of
 from gates.receipts.binding import argv_matches, environment_problems
 from gates.receipts.kinds import RUN_OUTPUT_KINDS, Framework
 from gates.trust.anchors import Anchors
 from gates.trust.keys import SigningKey
-from gates.workspace import Workspace
 
 
 @dataclass(frozen=True)
@@ -93,12 +92,11 @@ def chosen_profile(
     return _normalized(source.profile), source.id
 
 
-def _entrypoint_problems(
-    workspace: Workspace, launch: Launch, results: ContractSpec | None
-) -> list[Problem]:
+def _entrypoint_problems(inputs: AuditInputs, launch: Launch) -> list[Problem]:
     if launch.framework is None:
         return []  # said once, by the framework check
-    declared_by_side, voided = entrypoints_of(results, workspace)
+    results = inputs.results_spec
+    declared_by_side, voided = inputs.entrypoints, inputs.voided_entrypoints
     contract = results.id if results else "the results contract"
     problems = [
         Problem("entrypoint", message, f"fix the entrypoint in {contract} on the policy ref")
@@ -235,7 +233,7 @@ def _framework_problems(launch: Launch) -> list[Problem]:
 
 
 def check_launch(
-    workspace: Workspace,
+    inputs: AuditInputs,
     launch: Launch,
     *,
     environment: Mapping[str, str],
@@ -243,14 +241,14 @@ def check_launch(
     signing_key: SigningKey | None,
 ) -> Preflight:
     """Every reason the launch's outputs would count 0 under the policy in force."""
-    _, policy = policy_of(workspace)
-    loaded, _ = policy.contracts()
-    results = results_spec(loaded)
+    policy = inputs.policy
+    loaded = inputs.contracts
+    results = inputs.results_spec
     contracts = run_contracts(loaded)
     profile, filled_from = chosen_profile(launch.profile, contracts, results)
     full = full_profile(profile, device)
     problems = _framework_problems(launch)
-    problems += _entrypoint_problems(workspace, launch, results)
+    problems += _entrypoint_problems(inputs, launch)
     problems += _profile_problems(contracts, full, environment)
     problems += _key_problems(signing_key, policy.anchors, launch.framework)
     sandbox = _sandbox_problem(launch, policy.config.sandbox.required)

@@ -10,6 +10,7 @@ policy ref the worktree's policy is used and said to be unprotected.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import hashlib
 import os
 from dataclasses import dataclass
@@ -18,6 +19,8 @@ from pathlib import Path
 from gates import git
 from gates.config import CONFIG_NAME, GatesConfig, parse_config
 from gates.errors import ConfigError, GatesError
+from gates.naming.rulefile import INVENTORY_CHECK, ruleset_from_params
+from gates.naming.rules import RuleSet
 from gates.policy.contract_files import (
     ContractFileError,
     ContractSpec,
@@ -72,10 +75,42 @@ class Policy:
         return f"protected: {self.ref} at {self.commit} ({self.origin})"
 
     def contracts(self) -> tuple[list[tuple[Path, ContractSpec]], list[ContractFileError]]:
+        """Every contract in force and every file that failed to load (parsed once)."""
+        loaded, errors = self._parsed
+        return list(loaded), list(errors)
+
+    @functools.cached_property
+    def _parsed(
+        self,
+    ) -> tuple[tuple[tuple[Path, ContractSpec], ...], tuple[ContractFileError, ...]]:
         if not self.contracts_found:
             folder = self.contract_files_folder
-            return [], [ContractFileError(folder, "contracts folder not found; run `gates init`")]
-        return parse_contracts(list(self.contract_files))
+            return (), (ContractFileError(folder, "contracts folder not found; run `gates init`"),)
+        loaded, errors = parse_contracts(list(self.contract_files))
+        return tuple(loaded), tuple(errors)
+
+    def contract(self, check: str) -> tuple[Path, ContractSpec] | None:
+        """The first contract in force whose check is ``check`` (and its file), or None."""
+        return next(((p, s) for p, s in self._parsed[0] if s.check == check), None)
+
+    def ruleset(self) -> tuple[RuleSet, str | None]:
+        """The naming rules of the tensor-inventory contract in force, and its file (empty
+        rules and None without one): a PR cannot loosen the naming rules."""
+        found = self._ruleset
+        if isinstance(found, ConfigError):
+            raise found
+        return found
+
+    @functools.cached_property
+    def _ruleset(self) -> tuple[RuleSet, str | None] | ConfigError:
+        inventory = self.contract(INVENTORY_CHECK)
+        if inventory is None:
+            return RuleSet(), None
+        path, spec = inventory
+        try:
+            return ruleset_from_params(spec.params, str(path)), str(path)
+        except ConfigError as error:
+            return error
 
     def waivers(self) -> tuple[list[LoadedWaiver], list[str]]:
         return parse_waivers(list(self.waiver_files))
@@ -341,33 +376,6 @@ def _trust_problem(root: Path, text: bytes, path: str) -> str | None:
     return None
 
 
-@dataclass(frozen=True)
-class GovernedWorkspace(Workspace):
-    """A workspace whose settings are those of the policy in force, which it carries."""
-
-    policy: Policy
-
-
-def govern(
-    workspace: Workspace,
-    *,
-    ref_option: str | None = None,
-    trust: Path | None = None,
-    with_anchors: bool = True,
-) -> tuple[Workspace, Policy]:
+def governed(workspace: Workspace, policy: Policy) -> Workspace:
     """The workspace as the policy in force sees it: its settings, with the worktree's pin."""
-    policy = load_policy(
-        workspace.root,
-        workspace.config,
-        ref_option=ref_option,
-        trust=trust,
-        with_anchors=with_anchors,
-    )
-    return GovernedWorkspace(workspace.root, policy.config, policy), policy
-
-
-def policy_of(workspace: Workspace) -> tuple[Workspace, Policy]:
-    """The workspace's policy, resolved from the environment when the caller has not."""
-    if isinstance(workspace, GovernedWorkspace):
-        return workspace, workspace.policy
-    return govern(workspace)
+    return Workspace(workspace.root, policy.config)

@@ -6,11 +6,10 @@ from __future__ import annotations
 from pathlib import Path
 
 from gates.errors import ConfigError
-from gates.naming.rulefile import INVENTORY_CHECK, ruleset_from_params
+from gates.naming.rulefile import ruleset_from_params
 from gates.naming.rules import RuleSet
 from gates.policy.contract_files import load_contract
-from gates.policy.in_force import policy_of
-from gates.workspace import Workspace
+from gates.policy.in_force import Policy
 
 
 def load_ruleset(path: Path) -> RuleSet:
@@ -22,12 +21,7 @@ def load_ruleset(path: Path) -> RuleSet:
     return ruleset_from_params(spec.params, str(path))
 
 
-def workspace_ruleset(workspace: Workspace) -> tuple[RuleSet, str | None]:
+def workspace_ruleset(policy: Policy) -> tuple[RuleSet, str | None]:
     """The rules of the tensor-inventory contract of the policy in force, if it has one
     (from the protected ref when there is one: a PR cannot loosen the naming rules)."""
-    _, policy = policy_of(workspace)
-    loaded, _ = policy.contracts()
-    for path, spec in loaded:
-        if spec.check == INVENTORY_CHECK:
-            return ruleset_from_params(spec.params, str(path)), str(path)
-    return RuleSet(), None
+    return policy.ruleset()

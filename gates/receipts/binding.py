@@ -12,7 +12,9 @@ import shutil
 import sys
 from collections.abc import Mapping
 from dataclasses import dataclass
+from pathlib import Path
 
+from gates.freeze.check import FreezeConfig, entrypoint_script_problems
 from gates.receipts.kinds import RUN_OUTPUT_KINDS, ArtifactKind
 from gates.receipts.model import Receipt, RunRecord
 
@@ -77,6 +79,58 @@ def argv_matches(argv: tuple[str, ...], cwd: str, declared: tuple[str, ...]) -> 
 def declared_scripts(declared: tuple[str, ...]) -> list[str]:
     """The path arguments of an entrypoint (they must lie in the pinned source tree)."""
     return [argument for argument in declared[1:] if _looks_like_path(argument)]
+
+
+@dataclass(frozen=True)
+class DeclaredEntrypoint:
+    """One side's entrypoint as the results contract in force declares it."""
+
+    side: str  # reference or candidate
+    framework: str
+    argv: tuple[str, ...]
+    #: why each declared script cannot be trusted to be what was frozen (outside the pinned tree)
+    outside: tuple[str, ...] = ()
+
+    @property
+    def scripts(self) -> list[str]:
+        return declared_scripts(self.argv)
+
+    def problems(self) -> list[str]:
+        """What keeps this declaration from binding anything, as the results contract says it."""
+        if not self.argv:
+            return [f"params.{self.side}_entrypoint is not declared"]
+        problems = []
+        if not self.scripts:
+            problems.append(f"params.{self.side}_entrypoint names no script of the source tree")
+        return problems + [f"params.{self.side}_entrypoint: {problem}" for problem in self.outside]
+
+
+def declared_entrypoints(
+    root: Path, config: FreezeConfig, sides: tuple[tuple[str, str, tuple[str, ...]], ...]
+) -> tuple[DeclaredEntrypoint, ...]:
+    """Each (side, framework, argv) with the scripts of it that lie outside the pinned tree:
+    the one place the rule "entrypoint scripts lie in the pinned tree" is applied."""
+    return tuple(
+        DeclaredEntrypoint(
+            side,
+            framework,
+            argv,
+            tuple(entrypoint_script_problems(root, config, declared_scripts(argv)).values()),
+        )
+        for side, framework, argv in sides
+    )
+
+
+def entrypoints_in_force(declared: tuple[DeclaredEntrypoint, ...]) -> tuple[Entrypoints, list[str]]:
+    """framework -> declared entrypoint, and the problems that void a side's entrypoint (a
+    script outside the pinned source tree: nothing of that side can be formal)."""
+    found = {d.framework: d.argv for d in declared if d.argv and not d.outside}
+    voided = [
+        f"{d.side}_entrypoint: {'; '.join(d.outside)}: nothing of that side can be formal"
+        for d in declared
+        if d.outside
+    ]
+    return found, voided
 
 
 def _captured_device(environment: Mapping[str, str]) -> str:

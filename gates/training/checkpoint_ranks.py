@@ -30,10 +30,11 @@ from gates.checkpoints.ranks import (
     paddle_store,
 )
 from gates.echo import Echo
+from gates.engine.inputs import AuditInputs
 from gates.errors import GatesError
 from gates.external import Location, locate
-from gates.hashing import StatCache, cache_file
-from gates.workspace import Workspace, roots_of
+from gates.hashing import StatCache
+from gates.workspace import roots_of
 
 LIST_LIMIT = 5
 
@@ -125,7 +126,7 @@ def _merged_report(report: CheckpointReport, merged: Merged, late: list[str]) ->
 
 
 def check_by_ranks(
-    workspace: Workspace,
+    audit: AuditInputs,
     folder: str,
     world: World,
     *,
@@ -141,6 +142,7 @@ def check_by_ranks(
     A rank that cannot even find the checkpoint (e.g. its root's variable is unset on
     that node) still reports, so rank 0 names it instead of waiting for the timeout.
     """
+    workspace = audit.workspace
     exchange = Exchange(paddle_store(), world)
     try:
         location = locate(roots_of(workspace), folder, cwd)
@@ -162,7 +164,7 @@ def check_by_ranks(
             report,
             world,
             plan,
-            cache=StatCache(cache_file(workspace.root)),
+            cache=audit.cache,
             threads=threads,
             bind_files=bind,
         )
@@ -181,7 +183,7 @@ def check_by_ranks(
     code = exitcodes.ERROR
     try:
         code = _conclude(
-            workspace,
+            audit,
             location,
             report,
             plan,
@@ -197,7 +199,7 @@ def check_by_ranks(
 
 
 def _conclude(
-    workspace: Workspace,
+    audit: AuditInputs,
     location: Location,
     report: CheckpointReport,
     plan: list[list[str]],
@@ -216,7 +218,7 @@ def _conclude(
         layout_digest=layout_digest(report),
         timeout_s=timeout_s,
     )
-    cache = StatCache(cache_file(workspace.root))
+    cache = audit.cache
     late = _remember(location, report, merged, cache) if report.valid else []
     cache.save()
     final = _merged_report(report, merged, late)
@@ -229,4 +231,4 @@ def _conclude(
     document["ranks"] = merged.ranks
     failed = not final.valid or bool(final.hygiene)
     subjects = bound_files(location, final)
-    return finish(workspace, document, output, subjects, failed=failed, as_json=as_json, echo=echo)
+    return finish(audit, document, output, subjects, failed=failed, as_json=as_json, echo=echo)

@@ -44,6 +44,7 @@ from gates.commands.run import run as run_command
 from gates.commands.steps import render_text as render_steps
 from gates.echo import Echo
 from gates.engine.audit import run_audit
+from gates.engine.inputs import load_inputs
 from gates.receipts.create import ReceiptRequest, create_receipt
 from gates.receipts.model import ArtifactKind, EvidenceClass, Framework
 from gates.replay.commitments import loss_bits
@@ -157,7 +158,7 @@ def _run(
         clean=True,  # the recorded Paddle run the example ships is replaced, not added to
     )
     lines: list[str] = []
-    code = run_command(workspace, request, cwd=workspace.root, echo=lines.append)
+    code = run_command(load_inputs(workspace), request, cwd=workspace.root, echo=lines.append)
     counted = [line for line in lines if ": counts" in line]
     counting = sum(1 for line in counted if ": counts (" in line)
     target = out or f"results/{side}"
@@ -170,17 +171,26 @@ def _run(
 
 
 def _replay(workspace: Workspace, echo: Echo) -> None:
-    """A verifier re-executes two windows of the signed Paddle run, drawn from its seed."""
-    lines: list[str] = []
-    request = ReplayRequest("results/paddle", seed="demo-ci-4711", windows=2, window_steps=1)
-    code = replay_command(workspace, request, cwd=workspace.root, as_json=True, echo=lines.append)
-    report = json.loads(lines[-1])
-    windows = ", ".join(
-        f"step {w['first']} (from the state after {w['resumed_from']}): {w['result']}"
-        for w in report["windows"]
-    )
-    echo(f"  gates replay results/paddle --seed demo-ci-4711: exit {code}; {windows}")
-    echo(f"  {report['detection_power']}")
+    """A verifier re-executes two windows of each side's signed run, drawn from its seed: the
+    Paddle run made here and the recorded torch run, each by its own entrypoint."""
+    power = ""
+    for side in ("paddle", "torch"):
+        if not _can_run(side):
+            echo(f"  {side} is not installed here: results/{side} is not replayed")
+            continue
+        lines: list[str] = []
+        request = ReplayRequest(f"results/{side}", seed="demo-ci-4711", windows=2, window_steps=1)
+        code = replay_command(
+            load_inputs(workspace), request, cwd=workspace.root, as_json=True, echo=lines.append
+        )
+        report = json.loads(lines[-1])
+        windows = ", ".join(
+            f"step {w['first']} (from the state after {w['resumed_from']}): {w['result']}"
+            for w in report["windows"]
+        )
+        echo(f"  gates replay results/{side} --seed demo-ci-4711: exit {code}; {windows}")
+        power = report["detection_power"]
+    echo(f"  {power}")
     _forged_replay(workspace, echo)
 
 
@@ -225,7 +235,9 @@ def _forged_replay(workspace: Workspace, echo: Echo) -> None:
     )
     lines: list[str] = []
     request = ReplayRequest(FORGED, seed="demo-ci-4711", windows=0, explicit=("42:44",))
-    code = replay_command(workspace, request, cwd=root, as_json=True, echo=lines.append)
+    code = replay_command(
+        load_inputs(workspace), request, cwd=root, as_json=True, echo=lines.append
+    )
     window = json.loads(lines[-1])["windows"][0]
     echo(
         f"  forged and signed with the stolen key: {FORGED} (step 43's loss one bit up); "
@@ -236,7 +248,7 @@ def _forged_replay(workspace: Workspace, echo: Echo) -> None:
 
 
 def _audit(workspace: Workspace, echo: Echo) -> None:
-    result = run_audit(workspace)
+    result = run_audit(load_inputs(workspace))
     echo(REPORTERS["text"](result))
     echo("")
     echo(render_steps(result.alignment, 4))
@@ -268,7 +280,7 @@ def _forgery(workspace: Workspace, echo: Echo) -> None:
         'contract = "contract_environment.tensor-inventory"\nowner = "anyone"\n'
         'reason = "MTP indexer later"\nexpires = 2099-12-31\n'
     )
-    result = run_audit(open_workspace(root))
+    result = run_audit(load_inputs(open_workspace(root)))
     judged = {j.path: j for j in result.receipts}
     loss = judged["results/paddle/loss.receipt.json"]
     echo(f"  results/paddle/loss.receipt.json: {loss.status.value}: {loss.reason}")
@@ -294,14 +306,14 @@ def _clean(workspace: Workspace, echo: Echo) -> Workspace:
 def _rerun(workspace: Workspace, echo: Echo) -> None:
     root = workspace.root
     echo("\n== (c) the trusted path: signed runs of the declared entrypoints")
-    for side in ("torch", "paddle"):
-        if _can_run(side):
-            _run(workspace, side, None, echo, outputs=side == "paddle")
-        else:
-            judged = {j.path: j for j in run_audit(workspace).receipts}
-            run = judged.get(f"results/{side}/run.receipt.json")
-            status = f"{run.status.value} ({run.reason})" if run else "missing"
-            echo(f"  {side} is not installed here: its recorded run, signed where it ran: {status}")
+    # the reference side is the recorded torch run, signed where it ran, whether or not
+    # torch is installed here (where it is, its windows are replayed below)
+    judged = {j.path: j for j in run_audit(load_inputs(workspace)).receipts}
+    run = judged.get("results/torch/run.receipt.json")
+    status = f"{run.status.value} ({run.reason})" if run else "missing"
+    echo(f"  torch: its recorded run, signed where it ran: {status}")
+    if _can_run("paddle"):
+        _run(workspace, "paddle", None, echo)
     if _can_run("paddle"):
         _replay(workspace, echo)
         for repeat in (1, 2, 3):
@@ -311,7 +323,7 @@ def _rerun(workspace: Workspace, echo: Echo) -> None:
     quiet: list[str] = []
     runs = tuple(f"{REPEATS}/repeat-{repeat}" for repeat in (1, 2, 3))
     check_determinism(
-        workspace,
+        load_inputs(workspace),
         runs,
         output="outputs/determinism_check.receipt.json",
         cwd=root,
@@ -319,7 +331,7 @@ def _rerun(workspace: Workspace, echo: Echo) -> None:
         echo=quiet.append,
     )
     check_loss(
-        workspace,
+        load_inputs(workspace),
         "results/torch/loss.json",
         "results/paddle/loss.json",
         required_steps=100,
@@ -330,7 +342,7 @@ def _rerun(workspace: Workspace, echo: Echo) -> None:
         echo=quiet.append,
     )
     check_checkpoint(
-        workspace,
+        load_inputs(workspace),
         "results/paddle/checkpoint",
         against="results/torch/checkpoint",
         rules=None,

@@ -16,6 +16,7 @@ from typing import Any
 from gates.atomic import write_text_atomic
 from gates.commands.config_check import check_config
 from gates.echo import Echo, Output
+from gates.engine.inputs import load_inputs
 from gates.errors import GatesError
 from gates.workspace import open_workspace
 
@@ -41,7 +42,7 @@ def _run(root: Path, echo: Echo, title: str) -> int:
     echo(f"  {title}")
     printed: list[str] = []
     code = check_config(
-        open_workspace(root),
+        load_inputs(open_workspace(root)),
         OFFICIAL,
         class_path=CLASS,
         table=None,

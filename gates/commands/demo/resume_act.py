@@ -17,6 +17,7 @@ from gates.commands.run import RunRequest
 from gates.commands.run import run as run_command
 from gates.echo import Echo
 from gates.engine.audit import run_audit
+from gates.engine.inputs import load_inputs
 from gates.errors import GatesError
 from gates.receipts.model import Framework
 from gates.workspace import open_workspace
@@ -60,12 +61,12 @@ def _runs(root: Path, profile: dict[str, str], echo: Echo) -> None:
         profile=profile,
     )
     try:
-        run_command(open_workspace(root), request, cwd=root, echo=_quiet)
+        run_command(load_inputs(open_workspace(root)), request, cwd=root, echo=_quiet)
         echo("  gates run paddle: ran over the forged files (not expected)")
     except GatesError as refused:
         echo(f"  gates run paddle: refused: {refused.message}")
     request.clean = True
-    code = run_command(open_workspace(root), request, cwd=root, echo=_quiet)
+    code = run_command(load_inputs(open_workspace(root)), request, cwd=root, echo=_quiet)
     if not (root / "results/paddle/loss.json").is_file():
         echo(f"  gates run paddle --clean: exit {code}, no loss.json written")
         return
@@ -76,7 +77,7 @@ def _runs(root: Path, profile: dict[str, str], echo: Echo) -> None:
         f"  gates run paddle --clean: exit {code}; the guard found no loss.json to resume from "
         f"and the run trained: its losses first differ from torch's at step {first}"
     )
-    result = run_audit(open_workspace(root))
+    result = run_audit(load_inputs(open_workspace(root)))
     echo(f"  formal_alignment_steps = {result.formal_alignment_steps} / {result.required_steps}")
     judged = {j.path: j for j in result.receipts}
     for side in ("torch", "paddle"):

@@ -16,6 +16,7 @@ import json
 from gates.commands.probe import consumed
 from gates.commands.tensors import check_dump_determinism, check_tensors
 from gates.echo import Echo, Output
+from gates.engine.inputs import load_inputs
 from gates.receipts.create import ReceiptRequest, create_receipt
 from gates.receipts.model import ArtifactKind, EvidenceClass, Framework
 from gates.tensors.compare import Selection
@@ -62,7 +63,7 @@ def tensor_step(workspace: Workspace, echo: Echo, profile: dict[str, str]) -> No
     quiet: list[str] = []
     output = "outputs/tensor_check.receipt.json"
     check_tensors(
-        workspace,
+        load_inputs(workspace),
         "results/torch",
         "results/paddle",
         rules=None,
@@ -83,7 +84,7 @@ def tensor_step(workspace: Workspace, echo: Echo, profile: dict[str, str]) -> No
     runs = tuple(f"{REPEATS}/repeat-{i}/{TENSORS_FOLDER}" for i in (1, 2, 3))
     if all((workspace.root / run).is_dir() for run in runs):
         check_dump_determinism(
-            workspace,
+            load_inputs(workspace),
             runs,
             output="outputs/tensor_determinism_check.receipt.json",
             cwd=workspace.root,
@@ -104,7 +105,7 @@ def probe_step(workspace: Workspace, echo: Echo) -> None:
     """Does the official MTP forward consume the indexer tensors the candidate leaves out?"""
     quiet: list[str] = []
     consumed(
-        workspace,
+        load_inputs(workspace),
         PROBE_ENTRY,
         (),
         output="outputs/consumption_probe.receipt.json",
