@@ -11,7 +11,10 @@ $(STAMP): pyproject.toml | bubblewrap
 	$(BIN)/python -m pip install --quiet --upgrade pip
 	# the distribution was called "gates" before 0.3.0: drop that copy from older venvs
 	$(BIN)/python -m pip uninstall --quiet --yes gates 2>/dev/null || true
-	$(BIN)/python -m pip install --quiet -e '.[test,lint,paddle,report]'
+	# the torch extra is the reference side (the example's train_torch.py, its replay): the
+	# CPU wheel of torch 2.13.0, which lies on this machine's (and CI's) disk; other torch
+	# versions pull multi-GB CUDA builds
+	$(BIN)/python -m pip install --quiet -e '.[test,lint,paddle,report,torch]'
 	# the real GlmMoeDsaConfig for the config-semantics tests; its own dependency list is
 	# heavy (datasets, scikit-learn, librosa, modelscope), and its configuration modules
 	# need only what the test extra installs (docs/config.md)
@@ -46,13 +49,17 @@ browser:
 	  echo "make: chromium is missing and could not be installed: install Debian's chromium \
 	(apt-get install chromium) or put a chromium on PATH; the browser test is skipped without it"
 
+# every test: the fast lane on every core (pytest-xdist; each worker has its own temporary
+# folders, HOME, signing key and caches), then the slow tests one at a time, as before (real
+# training runs, two-rank launchers and sandboxes size their own processes)
 test: $(STAMP) browser
-	$(BIN)/python -m pytest -q
+	$(BIN)/python -m pytest -q -m "not slow" -n auto
+	$(BIN)/python -m pytest -q -m slow
 
-# everything but the tests marked slow (real training runs, sandboxes, image builds): under a
-# minute here, for the edit-test loop; `make test` (and .ci/run) still runs them all
+# everything but the tests marked slow (real training runs, sandboxes, image builds), on every
+# core, for the edit-test loop; `make test` (and .ci/run) still runs them all
 test-fast: $(STAMP)
-	$(BIN)/python -m pytest -q -m "not slow"
+	$(BIN)/python -m pytest -q -m "not slow" -n auto
 
 lint: $(STAMP)
 	$(BIN)/ruff check .

@@ -5,8 +5,12 @@ receipts (one small subject each), then times, in the same process and on the
 same repository:
   * `git status --porcelain` against `gates audit` (cold stat cache, then warm: the stored
     report of gates/fastpath.py; and warm from the audit index alone, the report deleted);
-  * the raw git commands the freeze check needs against `audit_source_freeze.py`.
-Medians of --repeats runs. Only ratios are meaningful: the machines are shared.
+  * the raw git commands the freeze check needs against `audit_source_freeze.py`;
+  * both warm answers through the console scripts the hooks run (`gates`,
+    `audit-source-freeze`), which start without runpy;
+and the same ratios in CPU seconds of the child processes (user + system), which a
+shared machine's load moves far less than wall time. Medians of --repeats runs. Only
+ratios are meaningful: the machines are shared.
 
 Usage: python bench/bench_audit.py [--files 5000] [--receipts 10000] [--repeats 5]
 """
@@ -16,7 +20,9 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import resource
 import shutil
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -142,8 +148,15 @@ def fingerprint_seconds(root: Path, repeats: int) -> float:
 
 def median_seconds_of(steps: list[Step], repeats: int, cwd: Path) -> float:
     """Median wall time of running ``steps`` (command, stdin) one after the other."""
+    return timed(steps, repeats, cwd)[0]
 
-    def once() -> None:
+
+def timed(steps: list[Step], repeats: int, cwd: Path) -> tuple[float, float]:
+    """(median wall seconds, median CPU seconds of the children) of running ``steps``."""
+    walls, cpus = [], []
+    for _ in range(repeats):
+        before = resource.getrusage(resource.RUSAGE_CHILDREN)
+        start = time.perf_counter()
         for command, stdin in steps:
             subprocess.run(
                 command,
@@ -153,8 +166,10 @@ def median_seconds_of(steps: list[Step], repeats: int, cwd: Path) -> float:
                 check=False,
                 env=BENCH_ENV,
             )
-
-    return median_seconds(once, repeats)
+        walls.append(time.perf_counter() - start)
+        after = resource.getrusage(resource.RUSAGE_CHILDREN)
+        cpus.append(after.ru_utime + after.ru_stime - before.ru_utime - before.ru_stime)
+    return statistics.median(walls), statistics.median(cpus)
 
 
 def raw_freeze_git_steps(pin: str) -> list[Step]:
@@ -203,19 +218,28 @@ def main() -> int:
         build_receipts(root, args.receipts)
         pin = git(root, "rev-parse", "HEAD").decode().strip()
         gates = [sys.executable, "-m", "gates", "-C", str(root), "audit", "--format", "json"]
-        git_status = median_seconds_of(
-            [(["git", "status", "--porcelain"], None)], args.repeats, root
-        )
+        scripts = Path(sys.executable).parent
+        gates_script = [str(scripts / "gates"), *gates[3:]]
+        status = [(["git", "status", "--porcelain"], None)]
+        git_status, git_status_cpu = timed(status, args.repeats, root)
         cache = cache_file(root)
         if cache is not None:
             cache.unlink(missing_ok=True)
         cold = median_seconds_of([(gates, None)], 1, root)
-        warm = median_seconds_of([(gates, None)], args.repeats, root)
+        warm, warm_cpu = timed([(gates, None)], args.repeats, root)
+        # the hook's own command, and git status again beside it (the load moves)
+        timed([(gates_script, None)], 2, root)  # its own stored report (another sys.path)
+        warm_script, warm_script_cpu = timed([(gates_script, None)], args.repeats, root)
+        git_status_again, _ = timed(status, args.repeats, root)
         audit = json.loads(subprocess.run(gates, capture_output=True, check=False).stdout)
         formal = sum(r["status"] == "formal" for r in audit["receipts"])
         script = [sys.executable, str(REPO / "audit_source_freeze.py"), "-C", str(root)]
-        freeze = median_seconds_of([(script, None)], args.repeats, root)
-        raw = median_seconds_of(raw_freeze_git_steps(pin), args.repeats, root)
+        timed([(script, None)], 2, root)
+        freeze, freeze_cpu = timed([(script, None)], args.repeats, root)
+        freeze_console = [str(scripts / "audit-source-freeze"), "-C", str(root)]
+        timed([(freeze_console, None)], 2, root)
+        freeze_script, freeze_script_cpu = timed([(freeze_console, None)], args.repeats, root)
+        raw, raw_cpu = timed(raw_freeze_git_steps(pin), args.repeats, root)
         fingerprint_s = fingerprint_seconds(root, args.repeats)
         script_modules, script_ms = import_totals(script[1:], root)
         audit_modules, audit_ms = import_totals(gates[1:], root)
@@ -230,10 +254,20 @@ def main() -> int:
             "receipts_judged_formal": formal,
             "audit_cold_over_git_status": round(cold / git_status, 2),
             "audit_warm_over_git_status": round(warm / git_status, 2),
+            "audit_warm_cpu_over_git_status_cpu": round(warm_cpu / git_status_cpu, 2),
+            "audit_warm_gates_script_over_git_status": round(
+                warm_script / ((git_status + git_status_again) / 2), 2
+            ),
+            "audit_warm_gates_script_cpu_over_git_status_cpu": round(
+                warm_script_cpu / git_status_cpu, 2
+            ),
             "audit_cold_over_warm": round(cold / warm, 2),
             "audit_index_warm_over_git_status": round((index_warm - drop_only) / git_status, 2),
             "audit_stored_over_index_warm": round(warm / (index_warm - drop_only), 3),
             "freeze_script_over_raw_git": round(freeze / raw, 2),
+            "freeze_script_cpu_over_raw_git_cpu": round(freeze_cpu / raw_cpu, 2),
+            "freeze_console_script_over_raw_git": round(freeze_script / raw, 2),
+            "freeze_console_script_cpu_over_raw_git_cpu": round(freeze_script_cpu / raw_cpu, 2),
             "fingerprint_over_git_status": round(fingerprint_s / git_status, 2),
             "fingerprint_over_raw_git": round(fingerprint_s / raw, 2),
             "freeze_script_import_modules": script_modules,

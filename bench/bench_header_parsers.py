@@ -7,7 +7,10 @@ shards of 64 tensors (bench_checkpoint.py's folders):
   * `json.loads` of every header's bytes (the decoder gates uses);
   * `orjson.loads` of the same bytes, when orjson is installed (it is not a dependency:
     `pip install orjson` to run this part);
-  * `safe_open` listing the keys of every shard (its Rust reader, file opening included).
+  * `safe_open` listing the keys of every shard (its Rust reader, file opening included);
+  * gates' canonical scan (one regular expression over the library's compact text, in C:
+    the fields of every tensor as strings, no check), the first pass of `parse_header`;
+  * `parse_header` itself (every check, the entries built).
 
 Usage: python bench/bench_header_parsers.py [--repeats 7]
 """
@@ -27,6 +30,8 @@ from pathlib import Path
 
 from bench_checkpoint import listing, write_glm_key_set, write_sharded
 from common import report
+
+from gates.safetensors.header import _CANONICAL_ENTRY, parse_header
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -58,9 +63,15 @@ def main() -> int:
         }
         for label, shards in sets.items():
             texts = headers(shards)
+            decoded = [x.decode() for x in texts]
+            sizes = [s.stat().st_size for s in shards]
             contenders: dict[str, Callable[[], object]] = {
                 "json": lambda t=texts: [json.loads(x) for x in t],  # type: ignore[misc]
                 "safe_open": lambda s=shards: listing(s),  # type: ignore[misc]
+                "canonical_scan": lambda d=decoded: [_CANONICAL_ENTRY.findall(x, 1) for x in d],  # type: ignore[misc]
+                "parse_header": lambda t=texts, z=sizes: [  # type: ignore[misc]
+                    parse_header(x, n) for x, n in zip(t, z, strict=True)
+                ],
             }
             if orjson is not None:
                 contenders["orjson"] = lambda t=texts: [orjson.loads(x) for x in t]  # type: ignore[misc]
@@ -74,6 +85,9 @@ def main() -> int:
             results[f"{label}_json_s"] = round(median["json"], 3)
             results[f"{label}_safe_open_listing_s"] = round(median["safe_open"], 3)
             results[f"{label}_safe_open_over_json"] = round(median["safe_open"] / median["json"], 2)
+            for name in ("canonical_scan", "parse_header"):
+                results[f"{label}_{name}_s"] = round(median[name], 3)
+                results[f"{label}_{name}_over_json"] = round(median[name] / median["json"], 2)
             if orjson is not None:
                 results[f"{label}_orjson_s"] = round(median["orjson"], 3)
                 results[f"{label}_orjson_over_json"] = round(median["orjson"] / median["json"], 2)

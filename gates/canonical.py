@@ -84,6 +84,7 @@ _ENCODE_STRING: Any = getattr(json.encoder, "c_encode_basestring", None) or (
 _ENCODE_ASCII: Any = getattr(json.encoder, "c_encode_basestring_ascii", None) or (
     json.encoder.py_encode_basestring_ascii
 )
+_ONLY_STR = {str}
 _MAX_DEPTH = 200  # deeper than any document gates writes; json.dumps handles the rest
 
 
@@ -112,25 +113,16 @@ def _pretty(  # noqa: PLR0912
             parts.append(separator)
             parts.append(encode(key))
             parts.append(": ")
-            _pretty(value[key], inner, parts, sort_keys, encode)
+            item = value[key]
+            if type(item) is str:  # the usual value, without a call
+                parts.append(encode(item))
+            else:
+                _pretty(item, inner, parts, sort_keys, encode)
             separator = "," + inner
         parts.append(newline)
         parts.append("}")
     elif kind is list or kind is tuple:
-        if not value:
-            parts.append("[]")
-            return
-        if len(newline) > _MAX_DEPTH:
-            raise _UnplainError
-        inner = newline + "  "
-        parts.append("[")
-        separator = inner
-        for item in value:
-            parts.append(separator)
-            _pretty(item, inner, parts, sort_keys, encode)
-            separator = "," + inner
-        parts.append(newline)
-        parts.append("]")
+        _pretty_sequence(value, newline, parts, sort_keys, encode)
     elif kind is int:
         parts.append(int.__repr__(value))
     elif kind is float:
@@ -145,3 +137,29 @@ def _pretty(  # noqa: PLR0912
         parts.append("false")
     else:
         raise _UnplainError
+
+
+def _pretty_sequence(
+    value: list[Any] | tuple[Any, ...],
+    newline: str,
+    parts: list[str],
+    sort_keys: bool,
+    encode: Any,
+) -> None:
+    if not value:
+        parts.append("[]")
+        return
+    if len(newline) > _MAX_DEPTH:
+        raise _UnplainError
+    inner = newline + "  "
+    if set(map(type, value)) == _ONLY_STR:  # names: one join, no call per item
+        parts.append("[" + inner + ("," + inner).join(map(encode, value)) + newline + "]")
+        return
+    parts.append("[")
+    separator = inner
+    for item in value:
+        parts.append(separator)
+        _pretty(item, inner, parts, sort_keys, encode)
+        separator = "," + inner
+    parts.append(newline)
+    parts.append("]")

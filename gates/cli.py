@@ -689,9 +689,7 @@ def explain(state: State, contract_id: str, out: Output) -> int:
     """One contract: each criterion now, and the commands that would discharge it."""
     from gates.commands import explain as explain_command
 
-    return explain_command.explain(
-        state.inputs(), contract_id, as_json=out.as_json, echo=out.echo
-    )
+    return explain_command.explain(state.inputs(), contract_id, as_json=out.as_json, echo=out.echo)
 
 
 @cli.group()

@@ -21,7 +21,9 @@ The fingerprint (:func:`fingerprint`) covers:
   file, folder and symlink under the git worktree that holds it (receipts,
   subjects, contracts, waivers, gates.toml, the source tree the freeze hashes),
   ``.git`` excepted; a symlink also contributes its target's stat key, and a
-  symlinked folder makes the request ineligible;
+  symlinked folder makes the request ineligible. The freeze script's answer leaves out
+  what is under the governance folders, which its check never reads (the full path names
+  them, :func:`unread_folders`; the folders themselves are still named);
 * git's state: HEAD, the index, every ref (loose and packed: the policy ref,
   the pin, the branches), the repository's and the user's git configuration
   and exclude files;
@@ -39,23 +41,29 @@ atomically. See docs/trust.md ("The warm audit").
 
 from __future__ import annotations
 
-import contextlib
-import hashlib
 import os
 import stat
 import sys
 import time
 
-# `typing` imports `re` (and with it enum): the warm path needs neither at run time
+try:  # a builtin extension: hashlib would load OpenSSL's libcrypto first (5 to 8 ms here)
+    from _blake2 import blake2b as _new_hash
+except ImportError:  # an interpreter built without it
+    from hashlib import blake2b as _new_hash
+
+# `typing` imports `re` (and with it enum), contextlib imports collections and functools:
+# the warm path needs none of them at run time
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from collections.abc import Callable, Iterator
+    from collections.abc import Callable
     from typing import Any
 
-STORE_VERSION = b"gates-fastpath 1"
+STORE_VERSION = b"gates-fastpath 2"
 #: The formats whose whole output is stdout (`github` also appends to the job summary file).
 FORMATS = ("text", "json", "junit")
 RACY_WINDOW_NS = 2_000_000_000
+_S_ISDIR = stat.S_ISDIR
+_S_ISLNK = stat.S_ISLNK
 _ENV_PREFIXES = ("GATES_", "GIT_", "LC_", "XDG_", "PYTHON", "GITHUB_", "PRE_COMMIT")
 _ENV_NAMES = frozenset(
     ("HOME", "LANG", "LANGUAGE", "TZ", "PATH", "TERM", "NO_COLOR", "FORCE_COLOR", "CI", "COLUMNS")
@@ -81,6 +89,8 @@ class IneligibleError(Exception):
 
 
 Request = tuple[tuple[str, ...], str, str | None, str | None, str]
+#: Folders of the worktree (relative to it) that the fingerprint names but does not enter.
+Skip = tuple[str, ...]
 
 
 def parse_request(argv: list[str]) -> Request | None:
@@ -140,10 +150,10 @@ def _key(info: os.stat_result) -> str:
 
 
 class _Digest:
-    """A running sha256 of the fingerprint's lines, and the newest timestamp seen."""
+    """A running hash of the fingerprint's lines, and the newest timestamp seen."""
 
     def __init__(self) -> None:
-        self.hash = hashlib.sha256()
+        self.hash = _new_hash()
         self.newest_ns = 0
 
     def line(self, *parts: object) -> None:
@@ -160,45 +170,59 @@ class _Digest:
         self.newest_ns = max(self.newest_ns, info.st_mtime_ns, info.st_ctime_ns)
         self.line(label, path, info.st_mode, _key(info))
 
-    def tree(self, label: str, top: str, *, skip_top: str = "", skip_all: str = "") -> None:
+    def tree(
+        self, label: str, top: str, *, skip_top: str = "", skip_all: str = "", skip: Skip = ()
+    ) -> None:
         """Every entry under ``top``: the stat keys of files and symlinks (and of symlinks'
         targets), the names and modes of folders (a folder's times move when Python writes
         bytecode into it, and every change they stand for shows in its listing); a symlinked
-        or unreadable folder is :class:`IneligibleError`."""
+        or unreadable folder is :class:`IneligibleError`. A real folder whose path (relative
+        to ``top``) is in ``skip`` is named with its mode and not entered.
+
+        One hash update per folder, of the ``repr`` of its sorted rows (names, modes, stat
+        keys): the walk's cost is then the ``lstat`` of each entry, not Python's formatting.
+        """
         self.line(label, top, os.stat(top).st_mode)
-        for relpath, info in _walk(top, "", skip_top, skip_all):
-            if stat.S_ISDIR(info.st_mode):
-                self.line(relpath, info.st_mode)
-                continue
-            self.newest_ns = max(self.newest_ns, info.st_mtime_ns, info.st_ctime_ns)
-            self.line(relpath, info.st_mode, _key(info))
-            if stat.S_ISLNK(info.st_mode):
-                try:
-                    target = os.stat(f"{top}/{relpath}")
-                except OSError:
-                    self.line(relpath, "dangling")
+        newest = self.newest_ns
+        pending = [""]
+        while pending:
+            prefix = pending.pop()
+            try:
+                with os.scandir(f"{top}/{prefix}" if prefix else top) as listing:
+                    entries = [(entry.name, entry.stat(follow_symlinks=False)) for entry in listing]
+            except OSError as exc:
+                raise IneligibleError(f"{top}/{prefix}: unreadable") from exc
+            entries.sort()  # names are unique in a folder: the stat results are never compared
+            rows: list[tuple[object, ...]] = []
+            for name, info in entries:
+                if name == skip_all or (not prefix and name == skip_top):
                     continue
-                if stat.S_ISDIR(target.st_mode):
-                    raise IneligibleError(f"{relpath}: a symlinked folder")
-                self.newest_ns = max(self.newest_ns, target.st_mtime_ns, target.st_ctime_ns)
-                self.line(relpath, "->", _key(target))
+                mode = info.st_mode
+                relpath = f"{prefix}/{name}" if prefix else name
+                if _S_ISDIR(mode):
+                    rows.append((name, mode))
+                    if relpath not in skip:
+                        pending.append(relpath)
+                    continue
+                mtime, ctime = info.st_mtime_ns, info.st_ctime_ns
+                newest = max(newest, mtime, ctime)
+                rows.append((name, mode, info.st_dev, info.st_ino, info.st_size, mtime, ctime))
+                if _S_ISLNK(mode):
+                    rows.append(self._target(top, relpath))
+                    newest = max(newest, self.newest_ns)
+            self.hash.update(repr((prefix, rows)).encode("utf-8", "surrogateescape"))
+        self.newest_ns = newest
 
-
-def _walk(
-    top: str, prefix: str, skip_top: str, skip_all: str
-) -> Iterator[tuple[str, os.stat_result]]:
-    try:
-        entries = sorted(os.scandir(f"{top}/{prefix}" if prefix else top), key=lambda e: e.name)
-    except OSError as exc:
-        raise IneligibleError(f"{top}/{prefix}: unreadable") from exc
-    for entry in entries:
-        if entry.name == skip_all or (not prefix and entry.name == skip_top):
-            continue
-        relpath = f"{prefix}/{entry.name}" if prefix else entry.name
-        info = entry.stat(follow_symlinks=False)
-        yield relpath, info
-        if stat.S_ISDIR(info.st_mode):
-            yield from _walk(top, relpath, skip_top, skip_all)
+    def _target(self, top: str, relpath: str) -> tuple[object, ...]:
+        """The row of a symlink's target (its stat key, or that it dangles)."""
+        try:
+            target = os.stat(f"{top}/{relpath}")
+        except OSError:
+            return ("->", "dangling")
+        if _S_ISDIR(target.st_mode):
+            raise IneligibleError(f"{relpath}: a symlinked folder")
+        self.newest_ns = max(self.newest_ns, target.st_mtime_ns, target.st_ctime_ns)
+        return ("->", _key(target))
 
 
 def _nearest(start: str, name: str) -> str | None:
@@ -278,12 +302,15 @@ def workspace_root(request: Request) -> str:
     return root
 
 
-def fingerprint(request: Request) -> tuple[str, int]:
+def fingerprint(request: Request, skip: Skip = ()) -> tuple[str, int]:
     """(the hex digest of everything the audit reads for ``request``, the newest timestamp
-    among the files seen); :class:`IneligibleError` when it cannot be computed."""
+    among the files seen); :class:`IneligibleError` when it cannot be computed. The folders
+    in ``skip`` are left out: only the freeze script's full path names them (the governance
+    paths, which the freeze check never reads), and the digest names the list."""
     argv, _directory, _policy_ref, trust_option, _format = request
     digest = _Digest()
     digest.line("request", STORE_VERSION.decode(), *argv)
+    digest.line("skip", *skip)
     digest.line("cwd", os.getcwd())
     digest.line("stdout", getattr(sys.stdout, "encoding", None), sys.stdout.isatty())
     digest.line("date", time.strftime("%Y-%m-%d", time.gmtime()))
@@ -293,7 +320,7 @@ def fingerprint(request: Request) -> tuple[str, int]:
     _gates_itself(digest)
     root = workspace_root(request)
     digest.line("workspace", root)
-    _repository(digest, root)
+    _repository(digest, root, skip)
     trust = trust_option or os.environ.get("GATES_TRUST")
     if trust:
         _trust_file(digest, os.path.abspath(os.path.expanduser(trust)))
@@ -313,14 +340,14 @@ def _gates_itself(digest: _Digest) -> None:
             digest.tree("gates-data", os.path.join(checkout, data), skip_all="__pycache__")
 
 
-def _repository(digest: _Digest, root: str) -> None:
+def _repository(digest: _Digest, root: str, skip: Skip) -> None:
     """The git worktree holding the workspace (every file), and git's own state."""
     worktree = _nearest(root, ".git")
     if worktree is None:
         raise IneligibleError("no git repository")
     git_dir, common_dir = _git_dirs(worktree)
     digest.line("git", worktree, git_dir, common_dir)
-    digest.tree("worktree", worktree, skip_top=".git")
+    digest.tree("worktree", worktree, skip_top=".git", skip=skip)
     for name in _GIT_FILES:
         digest.stat("git", os.path.join(git_dir, name))
     for name in _GIT_COMMON_FILES:
@@ -350,7 +377,7 @@ def _trust_file(digest: _Digest, trust_path: str) -> None:
         strings = _quoted_strings(data.decode("utf-8"))
     except (OSError, ValueError) as exc:
         raise IneligibleError(f"{trust_path}: unreadable trust file") from exc
-    digest.line("trust-bytes", hashlib.sha256(data).hexdigest())
+    digest.line("trust-bytes", _new_hash(data).hexdigest())
     for relpath in strings:  # each string that names a file is a key path, or harmless
         key_path = os.path.join(os.path.dirname(trust_path), relpath)
         digest.stat("trust-key", key_path)
@@ -364,29 +391,44 @@ def store_path(request: Request) -> str | None:
     if folder is None:
         return None
     root = workspace_root(request)
-    name = hashlib.sha256(root.encode("utf-8", "surrogateescape")).hexdigest()[:24]
+    name = _new_hash(root.encode("utf-8", "surrogateescape")).hexdigest()[:24]
     # `python -m gates` and the `gates` script differ in sys.path: one entry each
     call_parts = (os.getcwd(), sys.executable, *sys.path, "\x1e", *request[0])
-    call = hashlib.sha256("\x1f".join(call_parts).encode()).hexdigest()[:16]
+    call = _new_hash("\x1f".join(call_parts).encode()).hexdigest()[:16]
     return os.path.join(folder, f"{name}.report.{call}")
+
+
+class Stored:
+    """A stored report: the folders its fingerprint left out, the fingerprint, exit code and
+    stdout."""
+
+    def __init__(self, skip: Skip, fingerprint: str, code: int, body: str) -> None:
+        self.skip = skip
+        self.fingerprint = fingerprint
+        self.code = code
+        self.body = body
+
+
+def read_stored(path: str) -> Stored | None:
+    """The report stored at ``path``, or None when there is none or it is malformed."""
+    try:
+        with open(path, "rb") as handle:
+            data = handle.read()
+        version, skip, stored, code, body = data.split(b"\n", 4)
+        if version != STORE_VERSION or code not in (b"0", b"1"):
+            return None
+        folders = tuple(skip.decode("utf-8").split("\x1f")) if skip else ()
+        return Stored(folders, stored.decode("ascii"), int(code), body.decode("utf-8"))
+    except (OSError, ValueError):  # UnicodeDecodeError is a ValueError
+        return None
 
 
 def load(path: str, expected: str) -> tuple[int, str] | None:
     """(exit code, stdout) of a stored report whose fingerprint is ``expected``, else None."""
-    try:
-        with open(path, "rb") as handle:
-            data = handle.read()
-        version, stored, code, body = data.split(b"\n", 3)
-    except (OSError, ValueError):
+    found = read_stored(path)
+    if found is None or found.fingerprint != expected:
         return None
-    if version != STORE_VERSION or stored.decode("ascii", "replace") != expected:
-        return None
-    if code not in (b"0", b"1"):
-        return None
-    try:
-        return int(code), body.decode("utf-8")
-    except UnicodeDecodeError:
-        return None
+    return found.code, found.body
 
 
 def _write_atomic(path: str, data: bytes) -> None:
@@ -400,17 +442,19 @@ def _write_atomic(path: str, data: bytes) -> None:
             os.fsync(handle.fileno())
         os.replace(temporary, path)
     except OSError:
-        with contextlib.suppress(OSError):
-            os.unlink(temporary)
+        _remove(temporary)
 
 
 class _Armed:
     """What the full path needs to store its report: set by :func:`main` before it runs."""
 
-    def __init__(self, request: Request, path: str, before: str) -> None:
+    def __init__(self, request: Request, path: str, before: str, skip: Skip) -> None:
         self.request = request
         self.path = path
         self.before = before
+        #: the folders ``before`` left out, and those the full path says it did not read
+        self.skip = skip
+        self.unread: Skip = ()
         self.stdout: list[str] = []
         self.stderr_written = False
 
@@ -432,23 +476,63 @@ def recording(echo: Callable[[str], None]) -> Callable[[str], None]:
     return tee
 
 
+def unread_folders(workspace: str, folders: tuple[str, ...]) -> None:
+    """The freeze script's full path: ``folders`` (relative to ``workspace``) are never read
+    by this run, so its stored answer need not key on what they hold."""
+    if not _ARMED:
+        return
+    worktree = _nearest(os.path.realpath(workspace), ".git")
+    if worktree is None:
+        return
+    base = os.path.relpath(os.path.realpath(workspace), worktree)
+    kept = []
+    for folder in folders:
+        path = os.path.normpath(os.path.join(base, folder))
+        if os.path.isabs(path) or path.startswith("..") or path == "." or "\n" in path:
+            continue
+        if "\x1f" not in path and path.split("/")[0] != ".git":
+            kept.append(path)
+    _ARMED[0].unread = tuple(sorted(set(kept)))
+
+
 def store(code: int, *, external_roots: bool) -> None:
     """Keep this run's report for the warm path, when every condition in the module doc holds."""
     armed = _ARMED.pop() if _ARMED else None
     if armed is None or code not in (0, 1) or external_roots or armed.stderr_written:
         return
     try:
-        after, newest_ns = fingerprint(armed.request)
+        after, newest_ns = fingerprint(armed.request, armed.skip)
+        if after != armed.before or time.time_ns() - newest_ns <= RACY_WINDOW_NS:
+            return
+        if armed.unread != armed.skip:
+            if armed.skip:  # `before` left out folders this run may have read: start over
+                _remove(armed.path)
+                return
+            # nothing changed anywhere while the run ran (`after` walked everything); the
+            # key without the unread folders, then everything again: unchanged around it
+            full = after
+            after, newest_ns = fingerprint(armed.request, armed.unread)
+            if time.time_ns() - newest_ns <= RACY_WINDOW_NS:
+                return
+            if fingerprint(armed.request)[0] != full:
+                return
     except (IneligibleError, OSError, ValueError):
         return
-    if after != armed.before or time.time_ns() - newest_ns <= RACY_WINDOW_NS:
-        return
     body = "".join(armed.stdout)
+    skip_line = "\x1f".join(armed.unread).encode("utf-8")
     _write_atomic(
         armed.path,
-        b"\n".join((STORE_VERSION, after.encode(), str(code).encode(), b""))
+        b"\n".join((STORE_VERSION, skip_line, after.encode(), str(code).encode(), b""))
         + body.encode("utf-8", "surrogateescape"),
     )
+
+
+def _remove(path: str) -> None:
+    """Unlink ``path`` if it is there (contextlib.suppress would import collections)."""
+    try:
+        os.unlink(path)
+    except OSError:
+        pass
 
 
 class _RecordingStdout:
@@ -495,16 +579,17 @@ def warm_answer(argv: list[str], *, freeze_script: bool = False) -> int | None:
         path = store_path(request)
         if path is None:
             return None
-        current, _ = fingerprint(request)
+        found = read_stored(path)
+        # only the freeze script's answer may leave folders out (those it never reads)
+        skip = found.skip if found is not None and freeze_script else ()
+        current, _ = fingerprint(request, skip)
     except (IneligibleError, OSError, ValueError):
         return None
-    found = load(path, current)
-    if found is not None:
-        code, body = found
-        sys.stdout.write(body)
+    if found is not None and found.fingerprint == current:
+        sys.stdout.write(found.body)
         sys.stdout.flush()
-        return code
-    armed = _Armed(request, path, current)
+        return found.code
+    armed = _Armed(request, path, current, skip)
     _ARMED.append(armed)
     sys.stderr = _FlaggingStderr(sys.stderr, armed)
     return None

@@ -10,6 +10,29 @@ import pytest
 
 from tests.helpers import TrustSetup, Workspace, make_repo, make_trust, run_gates
 
+#: Slow tests in files other sessions are editing in parallel, marked here at collection
+#: rather than by a decorator in each file (docs/performance.md, "The test suite"): real
+#: two-rank launchers, a 60,000-tensor page, a memory measurement of 200 MB loss files.
+SLOW_TESTS = frozenset(
+    (
+        "tests/test_checkpoint_ranks.py::test_ranks_started_seconds_apart_all_read_the_verdict_before_the_store_closes",
+        "tests/test_sandbox.py::test_paddle_s_launcher_runs_two_ranks_in_the_sandbox_on_loopback",
+        "tests/test_report.py::test_sixty_thousand_tensors_aggregate_and_the_page_stays_small",
+        "tests/test_loss_stream.py::test_memory_grows_by_less_than_the_files_size",
+    )
+)
+#: The replay tests that need the module's real Paddle training runs (40 s each here).
+SLOW_FIXTURES = {"tests/test_replay.py": frozenset(("base", "forged"))}
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    for item in items:
+        path = item.nodeid.split("::", 1)[0]
+        name = f"{path}::{getattr(item, 'originalname', item.name)}"
+        fixtures = set(getattr(item, "fixturenames", ()))
+        if name in SLOW_TESTS or fixtures & SLOW_FIXTURES.get(path, frozenset()):
+            item.add_marker(pytest.mark.slow)
+
 
 @pytest.fixture(scope="session")
 def session_trust(tmp_path_factory: pytest.TempPathFactory) -> TrustSetup:

@@ -45,9 +45,11 @@ def test_demo_shows_the_blocked_pr_then_what_discharges(capsys: pytest.CaptureFi
     assert "its recorded run, signed where it ran: formal" in after
     assert "policy: protected: refs/heads/main at" in after
     assert "gates run paddle -> results/paddle: exit 0" in after
-    # a verifier replays two windows drawn from its seed: the same bits
+    # a verifier replays two windows drawn from its seed on each side: the same bits (the
+    # recorded torch run by the torch of the test extra)
     assert "gates replay results/paddle --seed demo-ci-4711: exit 0;" in after
-    assert after.count("): match") == 2
+    assert "gates replay results/torch --seed demo-ci-4711: exit 0;" in after
+    assert after.count("): match") == 4
     assert "escapes with probability about (1 - f)^2" in after
     # a run whose loss was edited after one step and signed with the stolen key: caught
     assert "gates replay --window 42:44: exit 1, mismatch at step 43: loss bits" in after

@@ -261,8 +261,8 @@ def test_a_damaged_or_forged_store_is_never_trusted(receipted: Workspace) -> Non
     warm = stored(receipted.root, "--format", "json")
     cache = Path(os.environ["HOME"]) / ".cache" / "gates"
     (entry,) = cache.glob("*.report.*")
-    version, fingerprint, code, body = entry.read_bytes().split(b"\n", 3)
-    entry.write_bytes(b"\n".join((version, b"0" * 64, b"0", b'{"verdict": "pass"}\n')))
+    version, skip, fingerprint, code, body = entry.read_bytes().split(b"\n", 4)
+    entry.write_bytes(b"\n".join((version, skip, b"0" * 64, b"0", b'{"verdict": "pass"}\n')))
     forged = audit(receipted.root, "--format", "json")
     assert forged.path == "full"
     assert forged.out == warm.out
@@ -317,12 +317,16 @@ sys.exit(code)
 """
 
 
-def freeze(root: Path, *args: str) -> Answer:
+def freeze(root: Path, *args: str, env: dict[str, str] | None = None) -> Answer:
     """`audit_source_freeze.py -C ROOT ARGS` in a real subprocess."""
     script = str(REPO_ROOT / "audit_source_freeze.py")
     code = FREEZE_PROBE.format(script=script, args=["-C", str(root), *args])
     done = subprocess.run(
-        [sys.executable, "-c", code], capture_output=True, check=False, cwd=root.parent
+        [sys.executable, "-c", code],
+        capture_output=True,
+        check=False,
+        cwd=root.parent,
+        env={**os.environ, **(env or {})},
     )
     err = done.stderr.decode()
     path = err.rsplit("PATH=", 1)[-1].strip()
@@ -354,3 +358,62 @@ def test_the_freeze_script_at_pre_push_is_never_answered_warm(ws: Workspace) -> 
         assert freeze(ws.root).path == "full"
     finally:
         del os.environ["PRE_COMMIT_TO_REF"]
+
+
+def test_the_freeze_answer_does_not_key_on_the_evidence_it_never_reads(ws: Workspace) -> None:
+    """The freeze check reads nothing under the governance folders: a new result there keeps
+    the stored answer (the same bytes as the full check), while gates.toml or a source file
+    changed still runs the full check."""
+    write(ws.root, "results/first.json", "{}")  # the folder itself is part of the key
+    time.sleep(RACY_WAIT_S)
+    first = freeze(ws.root, "--json")
+    assert (first.path, first.code) == ("full", 0)
+    write(ws.root, "results/run/loss.json", json.dumps({"losses": [1.0]}))
+    still = freeze(ws.root, "--json")
+    assert still.path == "warm"
+    write(ws.root, "results/run/loss2.json", json.dumps({"losses": [2.0]}))
+    full = freeze(ws.root, "--json", env={"GATES_CACHE_DIR": "off"})
+    assert full.path == "full"
+    assert (still.code, still.out) == (full.code, full.out)
+    assert freeze(ws.root, "--json").path == "warm"
+    config = ws.root / "gates.toml"
+    config.write_text(config.read_text() + "\n")
+    assert freeze(ws.root, "--json").path == "full"
+    _edit_source(ws)
+    edited = freeze(ws.root, "--json")
+    assert (edited.path, edited.code) == ("full", 1)
+
+
+FORGE = """
+import sys
+sys.path.insert(0, {source!r})
+sys.argv = ["gates", *{args!r}]
+from gates import fastpath
+request = fastpath.parse_request(sys.argv[1:])
+path = fastpath.store_path(request)
+found = fastpath.read_stored(path)
+assert found is not None and not found.skip
+digest, _ = fastpath.fingerprint(request, ("results",))
+assert fastpath.fingerprint(request)[0] == found.fingerprint  # the audit's own conditions
+record = (fastpath.STORE_VERSION, b"results", digest.encode(), str(found.code).encode(), b"")
+with open(path, "wb") as handle:
+    handle.write(b"\\n".join(record) + found.body.encode())
+"""
+
+
+def test_a_stored_audit_report_never_leaves_a_folder_out(receipted: Workspace) -> None:
+    """Only the freeze script's answer may skip folders: an audit record that names one (as
+    if results/ were never read) is not an answer once a receipt's subject changes."""
+    args = ["-C", str(receipted.root), "audit", "--format", "json"]
+    stored(receipted.root, "--format", "json")
+    code = FORGE.format(source=str(REPO_ROOT), args=args)
+    forged = subprocess.run(
+        [sys.executable, "-c", code],
+        capture_output=True,
+        check=False,
+        cwd=receipted.root.parent,
+        env={**os.environ},  # what audit() passes (the process's own environment can differ)
+    )
+    assert forged.returncode == 0, forged.stderr.decode()
+    write(receipted.root, "results/loss.json", json.dumps({"losses": [9.0, 0.5]}))
+    assert audit(receipted.root, "--format", "json").path == "full"

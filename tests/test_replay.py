@@ -57,6 +57,29 @@ PARAMS = {
     "candidate_replay": REPLAY_ARGV,
     **REPLAY,
 }
+# The reference side is the example's torch entrypoint (torch is in the test extra).
+TORCH_PARAMS = {
+    **PARAMS,
+    "reference_framework": '"torch"',
+    "reference_entrypoint": '["python", "model/train_torch.py"]',
+    "reference_replay": REPLAY_ARGV.replace("train_paddle", "train_torch"),
+}
+#: A run on another framework build than the verifier's: its recorder's env.json names a
+#: patched cluster build (as such an image records itself).
+OTHER_BUILD = (
+    "    return 0\n\n\nif __name__",
+    """    if not replaying:
+        import json
+
+        recorded = run.folder / "env.json"
+        env = json.loads(recorded.read_text())
+        env["framework_version"] = env["framework_version"] + ".cluster"
+        recorded.write_text(json.dumps(env))
+    return 0
+
+
+if __name__""",
+)
 #: The fabricating entrypoint: a full run signs step 43's loss one ULP off; a replay
 #: (which resumes from a state) computes the true value.
 FORGE_STEP_43 = (
@@ -131,9 +154,15 @@ def repin(root: Path, message: str) -> str:
 
 
 def trained_workspace(
-    root: Path, env: dict[str, str], edits: tuple[tuple[str, str], ...] = (), sides: int = 2
+    root: Path,
+    env: dict[str, str],
+    edits: tuple[tuple[str, str], ...] = (),
+    sides: int = 2,
+    *,
+    torch_reference: bool = False,
 ) -> Workspace:
-    """A pinned workspace with the example model, the replay policy, and signed runs."""
+    """A pinned workspace with the example model, the replay policy, and signed runs (the
+    reference side the example's torch entrypoint with ``torch_reference``)."""
     repo = make_repo(root)
     assert gates_in(root, env, "init", "--pin", "HEAD").returncode == 0
     shutil.copytree(MODEL, root / "model")
@@ -142,12 +171,13 @@ def trained_workspace(
         assert old in script.read_text()
         script.write_text(script.read_text().replace(old, new))
     declare_entrypoints(root)  # the profile this machine really runs, in every contract
-    set_params(root, PARAMS)
+    set_params(root, TORCH_PARAMS if torch_reference else PARAMS)
     pin = repin(root, "the tiny model and the replay policy")
-    for folder in (CANDIDATE, REFERENCE)[:sides]:
+    runs = [(CANDIDATE, "paddle"), (REFERENCE, "torch" if torch_reference else "paddle")]
+    for folder, framework in runs[:sides]:
         done = gates_in(
-            root, env, "run", "--framework", "paddle", "--out", folder, *PROFILE, "--",
-            sys.executable, "model/train_paddle.py",
+            root, env, "run", "--framework", framework, "--out", folder, *PROFILE, "--",
+            sys.executable, f"model/train_{framework}.py",
         )  # fmt: skip
         assert done.returncode == 0, done.stderr
     return Workspace(root, repo, pin)
@@ -432,3 +462,109 @@ def test_the_replayed_code_runs_from_the_commit_without_the_evidence(
     assert "RunRecorder" in (source / "model" / "train_paddle.py").read_text(), "the commit's"
     assert (source / "gates.toml").is_file()
     assert not (source / "results").exists()
+
+
+@pytest.mark.slow
+def test_torch_windows_replay_bit_for_bit_in_the_sandbox(
+    tmp_path: Path, session_trust: TrustSetup
+) -> None:
+    """The reference side for real: a signed torch run of the example's entrypoint, replayed
+    from its saved states by the same entrypoint in the sandbox, bit for bit; the audit then
+    counts the steps on both sides."""
+    ws = trained_workspace(tmp_path / "ws", dict(os.environ), torch_reference=True)
+    commitments = json.loads((ws.root / REFERENCE / "commitments.json").read_text())
+    assert commitments["framework"] == "torch"
+    state = load_state(ws.root / REFERENCE / "states/step-000050.safetensors", "s")
+    assert "torch.cpu" in state.parts["rng"]
+    assert state.parts["data"]["position"].tolist() == [50]
+    for folder in (REFERENCE, CANDIDATE):
+        done = replay(ws, folder, "--seed", "ci-build-4711", "--format", "json")
+        assert done.returncode == 0, done.stdout + done.stderr
+        report = json.loads(done.stdout)
+        assert {w["result"] for w in report["windows"]} == {"match"}
+        assert report["differences"] == [], "replayed on the run's own build"
+    assert json.loads(done.stdout)["framework"] == "paddle"
+    found = steps(ws)
+    assert found["formal_alignment_steps"] > 0, found["why"]
+
+
+@pytest.mark.slow
+def test_a_replay_on_another_build_is_judged_by_the_policy(
+    tmp_path: Path, session_trust: TrustSetup
+) -> None:
+    """A mismatch on another framework build is inconclusive, not a forgery; a match there
+    counts only where the policy says replay_across_builds = true. (On the run's own build a
+    mismatch is a failure: test_a_signed_loss_fabricated_in_one_step_is_caught...)"""
+    ws = trained_workspace(tmp_path / "ws", dict(os.environ), (FORGE_STEP_43, OTHER_BUILD))
+    done = replay(ws, CANDIDATE, "--windows", "0", "--window", "43:43", "--format", "json")
+    assert done.returncode == 1, done.stderr
+    report = json.loads(done.stdout)
+    assert report["result"] == "inconclusive"
+    assert report["windows"][0]["mismatch"]["step"] == 43
+    assert [(d["field"], d["kind"]) for d in report["differences"]] == [
+        ("framework_version", "build")
+    ]
+    assert report["run_environment"]["framework_version"].endswith(".cluster")
+    text = replay(ws, CANDIDATE, "--windows", "0", "--window", "43:43")
+    assert "INCONCLUSIVE at step 43: loss bits" in text.stdout
+    assert "replayed on another build or hardware than the run: framework_version" in text.stdout
+    assert "replay=inconclusive" in text.stdout
+    seed = next(
+        f"ci-{i}"
+        for i in range(100)
+        if all(w.first != 43 for w in sample_windows(f"ci-{i}", 100, 2, 1))
+    )
+    for folder in (CANDIDATE, REFERENCE):
+        done = replay(ws, folder, "--seed", seed, "--format", "json")
+        assert done.returncode == 0, done.stdout + done.stderr
+        assert json.loads(done.stdout)["differences"]
+    found = steps(ws)
+    assert found["formal_alignment_steps"] == 0
+    assert "replayed on another build or hardware (framework_version" in str(found["why"])
+    assert "params.replay_across_builds = false" in str(found["why"])
+    set_params(ws.root, {"replay_across_builds": "true"})  # the policy accepts it
+    found = steps(ws)
+    assert "replayed on another build" not in str(found["why"])
+    # both sides forged step 43 alike, and no sampled window covered it: every step counts
+    assert found["formal_alignment_steps"] == 100, found["why"]
+
+
+RECORDED_TORCH = REPO_ROOT / "examples" / "glm52-minimal" / "results" / "torch"
+
+
+@pytest.mark.slow
+def test_the_recorded_torch_run_is_what_the_installed_torch_computes(tmp_path: Path) -> None:
+    """The example's torch entrypoint, run here, writes its recorded run's losses and tensor
+    dumps byte for byte (first recorded with torch 2.14.1, a CUDA build on the CPU;
+    docs/replay.md), and commits the same states but for Python's and NumPy's global
+    generators, which the example never seeds (nor draws from) and a replay restores."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("GATES_")}
+    env.update({"GATES_RUN_DIR": str(tmp_path / "run"), "GATES_RUN_ID": "generate"})
+    env.update({"GATES_FRAMEWORK": "torch", "PYTHONPATH": str(REPO_ROOT)})
+    done = subprocess.run(
+        [sys.executable, str(MODEL / "train_torch.py")],
+        capture_output=True, text=True, check=False, env=env, cwd=MODEL.parent,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    ours = tmp_path / "run"
+    dumps = sorted(p.relative_to(RECORDED_TORCH) for p in (RECORDED_TORCH / "tensors").rglob("*"))
+    for relpath in [Path("loss.json"), Path("raw_loss.jsonl"), *dumps]:
+        if (RECORDED_TORCH / relpath).is_file():
+            assert (ours / relpath).read_bytes() == (RECORDED_TORCH / relpath).read_bytes()
+    mine, recorded = (
+        json.loads((folder / "commitments.json").read_text())["steps"]
+        for folder in (ours, RECORDED_TORCH)
+    )
+    assert len(mine) == len(recorded) == 101
+    for step, theirs in zip(mine, recorded, strict=True):
+        assert step["loss_bits"] == theirs["loss_bits"]
+        assert step["saved"] == theirs["saved"]
+        for part in ("parameters", "optimizer", "data", "schedule"):
+            assert step["parts"][part] == theirs["parts"][part], (step["step"], part)
+    end = load_state(ours / "states/step-000100.safetensors", "ours").parts["rng"]
+    assert np.array_equal(
+        end["torch.cpu"],
+        load_state(RECORDED_TORCH / "states/step-000100.safetensors", "recorded").parts["rng"][
+            "torch.cpu"
+        ],
+    )

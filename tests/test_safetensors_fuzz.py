@@ -24,7 +24,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from safetensors import safe_open
 
-from gates.safetensors.header import DTYPE_BITS, HeaderError, read_header
+from gates.safetensors.dtypes import DTYPE_BITS
+from gates.safetensors.header import HeaderError, read_header
 
 EXAMPLES = int(os.environ.get("GATES_FUZZ_EXAMPLES", "150"))
 REGRESSIONS = Path(__file__).parent / "data" / "safetensors-regressions"

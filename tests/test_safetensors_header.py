@@ -17,7 +17,8 @@ import pytest
 from safetensors import safe_open
 from safetensors.numpy import save_file
 
-from gates.safetensors.header import DTYPE_BITS, HeaderError, read_header
+from gates.safetensors.dtypes import DTYPE_BITS
+from gates.safetensors.header import HeaderError, read_header
 
 Writer = Callable[[Path], None]
 

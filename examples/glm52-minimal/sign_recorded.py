@@ -41,7 +41,11 @@ OUTPUTS = {
     "raw_loss.jsonl": ArtifactKind.RAW_LOSS,
     "checkpoint/model.safetensors": ArtifactKind.CHECKPOINT,
 }
-RECORDED_AT = ("2026-11-20T09:00:00Z", "2026-11-20T09:00:41Z")  # the recorded run's clock
+# the step commitments and the saved training states a replay resumes from
+# (docs/replay.md): bound by the run attestation, which is what `gates replay` and the
+# audit check them against; the recorded run gives them no receipts of their own
+COMMITMENTS = "commitments.json"
+RECORDED_AT = ("2026-12-01T20:27:02Z", "2026-12-01T20:27:22Z")  # the recorded run's clock
 
 
 def _environment(env: dict[str, object]) -> dict[str, str]:
@@ -67,11 +71,20 @@ def main() -> int:
         dump = tuple(
             path.relative_to(root).as_posix() for path in sorted(dump_files(root / "results/torch"))
         )
+        states = tuple(
+            path.relative_to(root).as_posix()
+            for path in sorted((root / "results/torch/states").glob("*.safetensors"))
+        )
         run, _ = create_receipt(
             workspace,
             ReceiptRequest(
                 kind=ArtifactKind.RUN,
-                subjects=tuple(f"results/torch/{name}" for name in OUTPUTS) + dump,
+                subjects=(
+                    *(f"results/torch/{name}" for name in OUTPUTS),
+                    f"results/torch/{COMMITMENTS}",
+                    *dump,
+                    *states,
+                ),
                 command=TORCH_ENTRYPOINT,
                 environment=_environment(env),
                 output="results/torch/run.receipt.json",

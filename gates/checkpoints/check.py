@@ -79,7 +79,7 @@ def inspect_checkpoint(folder: Path) -> tuple[Checkpoint, tuple[Finding, ...], t
     """Headers, hygiene and signs of an unfinished write; an unfinished checkpoint is invalid."""
     checkpoint = load_checkpoint(folder)
     findings = tuple(hygiene(folder))
-    incomplete = tuple(incomplete_findings(folder, checkpoint.index_present))
+    incomplete = tuple(incomplete_findings(folder, checkpoint.index_present, checkpoint.shards))
     checkpoint.problems.extend(f"incomplete: {finding}" for finding in incomplete)
     return checkpoint, findings, incomplete
 

@@ -18,51 +18,15 @@ import numpy as np
 from gates.checkpoints.digest import checkpoint_digest, content_digest_of_bytes
 from gates.checkpoints.layout import Checkpoint
 from gates.checkpoints.survey import Survey
+from gates.naming.interpret import Arrays
 from gates.naming.rule_kinds import RuleError
 from gates.naming.rules import Node
-from gates.safetensors.header import DTYPE_BITS
-
-_RAW = {8: "<u1", 16: "<u2", 32: "<u4", 64: "<u8"}
+from gates.safetensors.dtypes import DtypeError, cast, raw_dtype
 
 
-def _raw_dtype(dtype: str) -> np.dtype[np.unsignedinteger]:
-    bits = DTYPE_BITS[dtype]
-    if bits not in _RAW:
-        raise RuleError(f"cannot transform {dtype} tensors (sub-byte elements)")
-    raw: np.dtype[np.unsignedinteger] = np.dtype(_RAW[bits])
-    return raw
-
-
-def _bf16_to_f32(raw: np.ndarray) -> np.ndarray:
-    return raw.astype("<u4") << 16
-
-
-def _f32_to_bf16(raw: np.ndarray) -> np.ndarray:
-    # Round to nearest, ties to even, as frameworks cast float32 to bfloat16.
-    bits = raw.astype("<u8")
-    rounded: np.ndarray = ((bits + 0x7FFF + ((bits >> 16) & 1)) >> 16).astype("<u2")
-    return rounded
-
-
-def _via_float(raw: np.ndarray, source: str, target: str) -> np.ndarray:
-    floats = {"F16": "<f2", "F32": "<f4", "F64": "<f8"}
-    values = raw.view(floats[source]).astype(floats[target])
-    return values.view(_RAW[DTYPE_BITS[target]])
-
-
-def cast(raw: np.ndarray, source: str, target: str) -> np.ndarray:
-    """Convert raw little-endian elements between float dtypes."""
-    if source == "BF16":
-        return cast(_bf16_to_f32(raw), "F32", target) if target != "F32" else _bf16_to_f32(raw)
-    if target == "BF16":
-        return _f32_to_bf16(raw if source == "F32" else cast(raw, source, "F32"))
-    if {source, target} <= {"F16", "F32", "F64"}:
-        return _via_float(raw, source, target)
-    raise RuleError(f"cannot compare through a cast from {source} to {target}")
-
-
-class Materializer:
-    """Builds a node's expected tensor from the reference checkpoint's bytes."""
+class Materializer(Arrays):
+    """Builds a node's expected tensor from the reference checkpoint's bytes, in the
+    candidate's layout and dtype."""
 
     def __init__(self, reference: Checkpoint) -> None:
         self.reference = reference
@@ -75,29 +39,16 @@ class Materializer:
             data = os.pread(fd, located.entry.nbytes, header.data_start + located.entry.start)
         finally:
             os.close(fd)
-        return np.frombuffer(data, _raw_dtype(node.dtype)).reshape(node.shape)
+        return np.frombuffer(data, raw_dtype(node.dtype, "transform")).reshape(node.shape)
 
-    def build(self, node: Node) -> np.ndarray:
-        if node.op == "leaf":
-            return self.leaf(node)
-        children = [self.build(child) for child in node.children]
-        if node.op == "rename":
-            return children[0]
-        if node.op == "transpose":
-            return np.ascontiguousarray(children[0].T)
-        if node.op == "fuse":
-            return np.concatenate(children, axis=node.axis)
-        if node.op == "split":
-            index = [slice(None)] * children[0].ndim
-            index[node.axis] = slice(node.offset, node.offset + node.shape[node.axis])
-            return np.ascontiguousarray(children[0][tuple(index)])
-        return cast(children[0], node.children[0].dtype, node.dtype)
+    def cast(self, node: Node, value: np.ndarray) -> np.ndarray:
+        return cast(value, node.children[0].dtype, node.dtype)
 
 
 def expected_content(node: Node, reference_contents: dict[str, str], builder: Materializer) -> str:
     if node.ops() <= {"rename"}:
         return reference_contents[node.leaves()[0].name]
-    data = np.ascontiguousarray(builder.build(node)).tobytes()
+    data = np.ascontiguousarray(builder.run(node)).tobytes()
     return content_digest_of_bytes(node.dtype, node.shape, data)
 
 
@@ -123,7 +74,7 @@ def compare_content(
     for name, node in sorted(survey.matched.items()):
         try:
             expected[name] = expected_content(node, reference_contents, builder)
-        except RuleError as exc:
+        except (RuleError, DtypeError) as exc:
             problems.append(f"{name}: {exc}")
     unequal = tuple(n for n, digest in expected.items() if candidate_contents.get(n) != digest)
     matched_digests = {n: candidate_contents[n] for n in expected if n in candidate_contents}

@@ -14,10 +14,11 @@ import json
 import os
 import re
 import struct
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from pathlib import Path
 
 from gates.checkpoints.layout import INDEX_NAME, SHARD_SUFFIX
+from gates.safetensors.header import Header
 
 PARTIAL_SUFFIXES = (".tmp", ".part", ".partial", ".incomplete")
 _NUMBERED = re.compile(r"-(\d{5})-of-(\d{5})\.safetensors$")
@@ -67,8 +68,23 @@ def truncation(path: Path) -> str | None:
     return None
 
 
-def incomplete_findings(folder: Path, index_present: bool) -> list[str]:
-    """Every sign that the checkpoint in ``folder`` is not completely written."""
+def _truncation_unless_read(path: Path, header: Header | None) -> str | None:
+    """`truncation`, without reading the header again when ``header`` (parsed and valid)
+    is of a file of this size: its tensors cover the file exactly, so it is not short."""
+    if header is not None:
+        try:
+            if path.stat().st_size == header.file_size:
+                return None
+        except OSError:
+            pass  # gone since it was read: `truncation` says nothing either
+    return truncation(path)
+
+
+def incomplete_findings(
+    folder: Path, index_present: bool, headers: Mapping[str, Header] | None = None
+) -> list[str]:
+    """Every sign that the checkpoint in ``folder`` is not completely written; ``headers``
+    are the shards already read and checked (by name), whose sizes need no second read."""
     if not folder.is_dir():
         return []
     names = sorted(entry.name for entry in os.scandir(folder))
@@ -93,7 +109,11 @@ def incomplete_findings(folder: Path, index_present: bool) -> list[str]:
             )
     if len(shards) > 1 and not index_present:
         findings.append(f"{len(shards)} shards but no {INDEX_NAME} (not yet written?)")
-    findings += [found for name in shards if (found := truncation(folder / name))]
+    read = headers or {}
+    for name in shards:
+        found = _truncation_unless_read(folder / name, read.get(name))
+        if found:
+            findings.append(found)
     return findings
 
 

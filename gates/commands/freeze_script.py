@@ -11,7 +11,7 @@ import sys
 import tomllib
 from pathlib import Path
 
-from gates import exitcodes
+from gates import exitcodes, fastpath
 from gates.commands.freeze import show_settings
 from gates.errors import GatesError
 from gates.freeze.settings import CONFIG_NAME, find_root, load_freeze_settings
@@ -48,7 +48,11 @@ def main(argv: list[str] | None = None) -> int:
             return _show_ref(root, ref, as_json=args.json)
         if _names_a_policy_ref(root, args.policy_ref):
             return _show_protected(root, args.policy_ref, as_json=args.json)
-        return show_settings(root, load_freeze_settings(root), as_json=args.json, echo=print)
+        settings = load_freeze_settings(root)
+        # the check reads nothing under the governance paths: the warm answer need not key
+        # on them (gates/fastpath.py)
+        fastpath.unread_folders(str(root), settings.governance_paths())
+        return show_settings(root, settings, as_json=args.json, echo=print)
     except GatesError as error:
         print(f"audit_source_freeze: error: {error.one_line()}", file=sys.stderr)
         return exitcodes.ERROR

@@ -21,8 +21,21 @@ from gates.receipts.create import ReceiptRequest, create_receipt
 from gates.receipts.model import ArtifactKind, Framework, Receipt
 from gates.receipts.verify import Status
 from gates.replay.commitments import COMMITMENTS_FILE, Commitments, read_commitments
+from gates.replay.environments import (
+    EnvironmentDifference,
+    describe,
+    environment_differences,
+    environment_of,
+)
 from gates.replay.execute import RunUnderReplay, check_template, replay_window
-from gates.replay.report import REPLAY_FILE, REPLAY_FORMAT, ReplayReport, report_json
+from gates.replay.report import (
+    REPLAY_FILE,
+    REPLAY_FORMAT,
+    Outcome,
+    ReplayReport,
+    WindowResult,
+    report_json,
+)
 from gates.replay.settings import results_params
 from gates.replay.windows import (
     Window,
@@ -129,6 +142,39 @@ def _commitments(workspace: Workspace, folder: str, run: Receipt) -> tuple[Commi
     return commitments, digest
 
 
+def _run_environment(workspace: Workspace, folder: str, run: Receipt) -> dict[str, object]:
+    """The run's env.json, when its run attestation binds it as it is; else nothing (then
+    no field differs, and a mismatch stays a mismatch: fail closed)."""
+    relpath = f"{folder}/env.json"
+    bound = next((s for s in run.subjects if s.path == relpath), None)
+    try:
+        raw = (workspace.root / relpath).read_bytes()
+    except OSError:
+        return {}
+    if bound is None or bound.sha256 != hashlib.sha256(raw).hexdigest():
+        return {}
+    try:
+        loaded = json.loads(raw)
+    except ValueError:
+        return {}
+    return loaded if isinstance(loaded, dict) else {}
+
+
+def _judged(
+    results: list[WindowResult], differences: tuple[EnvironmentDifference, ...]
+) -> tuple[list[WindowResult], Outcome]:
+    """A mismatch on another build or hardware is inconclusive, not a forgery; on the
+    run's own it is a failure. The outcome: error, mismatch, inconclusive, match."""
+    if differences:
+        results = [
+            r.model_copy(update={"result": "inconclusive"}) if r.result == "mismatch" else r
+            for r in results
+        ]
+    found = {r.result for r in results}
+    order: tuple[Outcome, ...] = ("error", "mismatch", "inconclusive")
+    return results, next((o for o in order if o in found), "match")
+
+
 def _windows(
     request: ReplayRequest, commitments: Commitments, seed: Seed, count: int, width: int
 ) -> list[Window]:
@@ -187,11 +233,10 @@ def replay(
     )
     with tempfile.TemporaryDirectory(prefix="gates-replay-") as scratch:
         results = [replay_window(under, window, Path(scratch)) for window in windows]
-    outcome = "match"
-    if any(r.result == "error" for r in results):
-        outcome = "error"
-    elif any(r.result == "mismatch" for r in results):
-        outcome = "mismatch"
+    environment = capture(framework=framework)
+    run_environment = _run_environment(workspace, folder, run)
+    differences = environment_differences(run_environment, environment)
+    results, outcome = _judged(results, differences)
     report = ReplayReport(
         format=REPLAY_FORMAT,
         run=folder,
@@ -207,7 +252,9 @@ def replay(
         window_steps=width,
         windows=tuple(results),
         result=outcome,
-        environment=capture(framework=framework),
+        environment=environment,
+        run_environment=environment_of(run_environment),
+        differences=differences,
     )
     write_text_atomic(workspace.root / folder / REPLAY_FILE, report_json(report))
     receipt, path = create_receipt(
@@ -243,11 +290,16 @@ def _text(report: ReplayReport, power: str, receipt_path: str, receipt: Receipt)
         if window.result == "match":
             lines.append(f"{label}: match, bit for bit ({window.duration_s:.1f} s)")
         elif window.mismatch is not None:
-            lines.append(
-                f"{label}: MISMATCH at step {window.mismatch.step}: {window.mismatch.what}"
-            )
+            verdict = "INCONCLUSIVE" if window.result == "inconclusive" else "MISMATCH"
+            mismatch = window.mismatch
+            lines.append(f"{label}: {verdict} at step {mismatch.step}: {mismatch.what}")
         else:
             lines.append(f"{label}: ERROR: {window.error}")
+    if report.differences:
+        lines.append(
+            f"  replayed on another build or hardware than the run: {describe(report.differences)}"
+            " (bit-exact replay is promised on the run's own; a mismatch here is inconclusive)"
+        )
     stamp = f"{receipt.evidence_class.value}/{receipt.formal_weight}"
     lines += [power, f"{receipt_path}: {stamp}", f"replay={report.result}"]
     return "\n".join(lines)

@@ -60,6 +60,9 @@ class Params(BaseModel):
     # argv templates with {state}, {start}, {end}, {out}: how each side resumes a window
     reference_replay: tuple[str, ...] = ()
     candidate_replay: tuple[str, ...] = ()
+    # whether a replay on another framework build or hardware than the run's may count
+    # (bit-exact replay is promised on the run's own only; a mismatch there is inconclusive)
+    replay_across_builds: StrictBool = False
 
 
 def parse_params(raw: dict[str, Any]) -> Params:

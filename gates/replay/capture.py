@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import json
 import random
+from array import array as c_array
 from collections.abc import Mapping
 from typing import Any
 
@@ -39,7 +40,8 @@ def _host_rng() -> dict[str, np.ndarray]:
     _, keys, position, has_gauss, cached = np.random.get_state(legacy=True)
     version, internal, gauss = random.getstate()
     return {
-        "python.state": np.asarray(internal, dtype=np.uint32),
+        # through array.array: one C loop over the 625 words, not one per element
+        "python.state": np.frombuffer(c_array("I", internal), dtype=np.uint32),
         "python.meta": np.asarray([version, gauss is not None, gauss or 0.0], dtype=np.float64),
         "numpy.keys": np.asarray(keys, dtype=np.uint32),
         "numpy.meta": np.asarray([position, has_gauss, cached], dtype=np.float64),
@@ -54,13 +56,23 @@ def _restore_host_rng(rng: Mapping[str, np.ndarray]) -> None:
     np.random.set_state(("MT19937", rng["numpy.keys"], int(position), int(numpy_gauss), cached))
 
 
-def _paddle_generator(state: tuple[Any, ...]) -> tuple[np.ndarray, np.ndarray]:
-    """(device, seed, offset, engine bytes) -> (meta int64, engine uint8), fast: a Paddle
-    CPU generator's engine state is ~6,000 small integers."""
+#: the last engine state seen per generator, as Paddle lists it and as bytes
+_ENGINES: dict[int, tuple[list[int], np.ndarray]] = {}
+
+
+def _paddle_generator(index: int, state: tuple[Any, ...]) -> tuple[np.ndarray, np.ndarray]:
+    """(device, seed, offset, engine bytes) -> (meta int64, engine uint8). A Paddle CPU
+    generator's engine state is ~6,000 small integers in a list; turning them into bytes
+    costs more than a training step's worth of hashing, and most steps leave the engine as
+    it was (no random op), so an equal list reuses the last (read-only) array."""
     device, seed, offset, engine = state
-    return np.asarray([device, seed, offset], dtype=np.int64), np.frombuffer(
-        bytes(engine), dtype=np.uint8
-    ).copy()
+    meta = np.asarray([device, seed, offset], dtype=np.int64)
+    last = _ENGINES.get(index)
+    if last is not None and last[0] == engine:
+        return meta, last[1]
+    found = np.frombuffer(bytes(engine), dtype=np.uint8)  # read-only: shared by states
+    _ENGINES[index] = (engine, found)
+    return meta, found
 
 
 def _position(data_position: int) -> dict[str, np.ndarray]:
@@ -80,18 +92,19 @@ def capture_paddle(
 
     rng = _host_rng()
     for index, generator in enumerate(paddle.get_rng_state()):
-        meta, engine = _paddle_generator(generator.__getstate__())
+        meta, engine = _paddle_generator(index, generator.__getstate__())
         rng[f"paddle.{index}.meta"], rng[f"paddle.{index}.engine"] = meta, engine
     optimizer_arrays: dict[str, np.ndarray] = {}
     scheduler: object = None
     for name, value in optimizer.state_dict().items():
         if isinstance(value, paddle.Tensor):
-            optimizer_arrays[name] = np.array(value.numpy(), copy=True)
+            optimizer_arrays[name] = value.numpy()  # a copy already (host memory of its own)
         elif name == "LR_Scheduler":
             scheduler = value
     return TrainingState(
         {
-            "parameters": {n: np.array(p.numpy(), copy=True) for n, p in parameters.items()},
+            # Tensor.numpy() copies: the state keeps the values after the step
+            "parameters": {n: p.numpy() for n, p in parameters.items()},
             "optimizer": optimizer_arrays,
             "rng": rng,
             "data": _position(data_position),

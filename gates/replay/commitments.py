@@ -141,8 +141,10 @@ class StepCommitter:
         if step == 0 or (self.save_every and step % self.save_every == 0):
             saved = f"{STATES_FOLDER}/{state_file_name(step)}"
             save_state(state, self.folder / saved)
+        # constructed without validation per step (the fields are ours, by construction);
+        # the file is validated as a whole when it is written and whenever it is read
         self.steps.append(
-            StepCommitment(
+            StepCommitment.model_construct(
                 step=step,
                 loss=loss,
                 loss_bits=None if loss is None else loss_bits(loss),
@@ -164,11 +166,13 @@ class StepCommitter:
             saved = f"{STATES_FOLDER}/{state_file_name(last.step)}"
             save_state(self._last, self.folder / saved)
             self.steps[-1] = last.model_copy(update={"saved": saved})
-        document = Commitments(
-            format=COMMITMENTS_FORMAT,
-            framework=self.framework,
-            save_every=self.save_every,
-            steps=tuple(self.steps),
+        document = Commitments.model_validate(
+            {
+                "format": COMMITMENTS_FORMAT,
+                "framework": self.framework,
+                "save_every": self.save_every,
+                "steps": [c.model_dump() for c in self.steps],
+            }
         )
         write_text_atomic(
             self.folder / COMMITMENTS_FILE, json.dumps(document.model_dump(mode="json")) + "\n"

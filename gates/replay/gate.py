@@ -114,6 +114,7 @@ def replay_problem(
             width=params.replay_window_steps,
             run_id=run.id,
             commitments_sha256=bound.sha256,
+            across_builds=params.replay_across_builds,
         )
         if found is None:
             return None

@@ -9,10 +9,12 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from gates.replay.environments import EnvironmentDifference, describe
 from gates.replay.windows import SEED_SOURCES, sample_windows
 
 REPLAY_FILE = "replay.json"
 REPLAY_FORMAT = "gates.replay/v1"
+Outcome = Literal["match", "mismatch", "inconclusive", "error"]
 
 
 class Mismatch(BaseModel):
@@ -33,7 +35,9 @@ class WindowResult(BaseModel):
     first: int
     last: int
     resumed_from: int
-    result: str  # "match", "mismatch" or "error"
+    # "inconclusive": it differs, but the replay ran on another build or hardware than the
+    # run, where bit-exact replay is not promised
+    result: str  # "match", "mismatch", "inconclusive" or "error"
     mismatch: Mismatch | None = None
     error: str | None = None
     duration_s: float = 0.0
@@ -55,8 +59,12 @@ class ReplayReport(BaseModel):
     sampled: Annotated[int, Field(ge=0)]  # how many windows were drawn from the seed
     window_steps: Annotated[int, Field(ge=1)]
     windows: tuple[WindowResult, ...]
-    result: Literal["match", "mismatch", "error"]
+    result: Outcome
     environment: dict[str, Any]
+    # the run's build and hardware (from its bound env.json) and every field the
+    # verifier's environment does not share (docs/replay.md: cross-build judging)
+    run_environment: dict[str, str | None] = Field(default_factory=dict)
+    differences: tuple[EnvironmentDifference, ...] = ()
 
 
 def read_report(path: Path) -> ReplayReport | str:
@@ -69,12 +77,23 @@ def read_report(path: Path) -> ReplayReport | str:
         return f"{'.'.join(str(p) for p in first['loc'])}: {first['msg']}"
 
 
-def report_problem(
-    report: ReplayReport, *, required: int, width: int, run_id: str, commitments_sha256: str
+def report_problem(  # noqa: PLR0911  (one return per reason a replay does not count)
+    report: ReplayReport,
+    *,
+    required: int,
+    width: int,
+    run_id: str,
+    commitments_sha256: str,
+    across_builds: bool = False,
 ) -> str | None:
     """Why a (signed, trusted) replay report does not discharge the policy's replay."""
     if report.run_attestation != run_id or report.commitments_sha256 != commitments_sha256:
         return "replays another run (its run attestation or commitments differ)"
+    if report.differences and not across_builds:
+        return (
+            f"replayed on another build or hardware ({describe(report.differences)}): the "
+            "policy counts only replays on the run's own (params.replay_across_builds = false)"
+        )
     if report.seed_source not in SEED_SOURCES:
         return f"seed source {report.seed_source} is not the verifier's"
     if report.window_steps != width or report.sampled < required:

@@ -34,6 +34,7 @@ from pathlib import Path
 from typing import Any, NamedTuple
 
 from gates.canonical import DuplicateKeyError, unique_pairs
+from gates.safetensors.dtypes import DTYPE_BITS
 
 MAX_HEADER_BYTES = 100_000_000
 USIZE_MAX = 2**64 - 1
@@ -41,32 +42,6 @@ METADATA_KEY = "__metadata__"
 #: serde_json's recursion limit: a value nested 128 levels deep (top object = 1) is refused.
 MAX_DEPTH = 127
 _FIELDS = frozenset(("dtype", "shape", "data_offsets"))
-
-#: Every dtype of the format, with its size in bits.
-DTYPE_BITS: dict[str, int] = {
-    "BOOL": 8,
-    "F4": 4,
-    "F6_E2M3": 6,
-    "F6_E3M2": 6,
-    "U8": 8,
-    "I8": 8,
-    "F8_E5M2": 8,
-    "F8_E4M3": 8,
-    "F8_E8M0": 8,
-    "F8_E4M3FNUZ": 8,
-    "F8_E5M2FNUZ": 8,
-    "I16": 16,
-    "U16": 16,
-    "F16": 16,
-    "BF16": 16,
-    "I32": 32,
-    "U32": 32,
-    "F32": 32,
-    "C64": 64,
-    "F64": 64,
-    "I64": 64,
-    "U64": 64,
-}
 
 
 class HeaderError(ValueError):
@@ -197,6 +172,20 @@ def _bulk_entries(  # noqa: PLR0911 - each return is one check failing
         return None
     starts = list(map(operator.itemgetter(0), offsets))
     ends = list(map(operator.itemgetter(1), offsets))
+    return _laid_out(list(document), dtypes, list(map(tuple, shapes)), (starts, ends), buffer_size)
+
+
+def _laid_out(
+    names: list[str],
+    dtypes: list[str],
+    shapes: list[tuple[int, ...]],
+    offsets: tuple[list[int], list[int]],
+    buffer_size: int,
+) -> list[TensorEntry] | None:
+    """The entries, when sizes and offsets (starts, ends) lay the tensors out contiguously
+    over the whole buffer; None otherwise. Takes known dtypes, positive dimensions and
+    offsets, all within u64."""
+    starts, ends = offsets
     bits = list(map(operator.mul, map(math.prod, shapes), map(DTYPE_BITS.__getitem__, dtypes)))
     if max(bits) > USIZE_MAX or bits != list(
         map(operator.mul, map(operator.sub, ends, starts), repeat(8))
@@ -211,8 +200,94 @@ def _bulk_entries(  # noqa: PLR0911 - each return is one check failing
         return None
     if sorted_starts[1:] != sorted_ends[:-1]:
         return None
-    fields = zip(document, dtypes, map(tuple, shapes), starts, ends, strict=True)
+    fields = zip(names, dtypes, shapes, starts, ends, strict=True)
     return list(map(_NEW_ENTRY, fields))
+
+
+# The header as the safetensors library writes it (serde_json, compact): an optional flat
+# `__metadata__` first, then `"name":{"dtype":"..","shape":[..],"data_offsets":[a,b]}` for
+# each tensor. Strings without escapes or control characters and integers in JSON's own
+# form (no sign, no leading zero, at most 20 digits) read the same to every JSON parser,
+# so such a header needs no JSON decoder: one regular expression in C reads its fields.
+_STRING = r'"([^"\\\x00-\x1f]*)"'
+_COUNT = r"(0|[1-9][0-9]{0,19})"
+_DIM = r"[1-9][0-9]{0,19}"  # a 0 dimension goes the exact way, as in `_bulk_entries`
+_CANONICAL_ENTRY = re.compile(
+    _STRING + r':\{"dtype":"([0-9A-Z_]{1,16})","shape":\[((?:' + _DIM + ")(?:," + _DIM + r")*)?\]"
+    r',"data_offsets":\[' + _COUNT + "," + _COUNT + r"\]\}([,}])"
+)
+#: The characters of a canonical entry besides its five fields.
+_ENTRY_FRAME = len('"":{"dtype":"","shape":[],"data_offsets":[,]}') + 1
+_PAIR = _STRING + ":" + _STRING
+_CANONICAL_METADATA = re.compile(r'\{"__metadata__":\{((?:' + _PAIR + ")(?:," + _PAIR + r")*)?\},")
+_METADATA_PAIR = re.compile(_PAIR)
+_JSON_SPACE = " \t\n\r"
+
+
+def _dims(text: str) -> tuple[int, ...]:
+    return tuple(map(int, text.split(","))) if text else ()
+
+
+def _canonical_metadata(body: str) -> tuple[dict[str, str] | None, int] | None:
+    """The flat `__metadata__` a canonical text may start with, and where its tensors start."""
+    if not body.startswith('{"__metadata__":'):
+        return (None, 1) if body.startswith("{") else None
+    found = _CANONICAL_METADATA.match(body)
+    if found is None:
+        return None
+    pairs = _METADATA_PAIR.findall(found.group(1) or "")
+    metadata = dict(pairs)
+    return (metadata, found.end()) if len(metadata) == len(pairs) else None
+
+
+Columns = tuple[list[str], list[str], list[tuple[int, ...]], list[int], list[int]]
+
+
+def _canonical_columns(body: str, position: int) -> Columns | None:
+    """Names, dtypes, shapes, starts and ends of the canonical entries from ``position`` to
+    the end of ``body``; None unless the entries are all of it and their values plain."""
+    rows = _CANONICAL_ENTRY.findall(body, position)
+    if not rows:
+        return None
+    names, dtypes, shapes, starts, ends, ends_with = map(list, zip(*rows, strict=True))
+    # The rows are disjoint and in order; as long together as the rest of the text, they
+    # cover it without a gap: the entries separated by `,`, then the closing `}`.
+    covered = _ENTRY_FRAME * len(rows) + sum(map(len, chain(names, dtypes, shapes, starts, ends)))
+    if (
+        position + covered != len(body)
+        or ends_with.count("}") != 1
+        or ends_with[-1] != "}"
+        or len(set(names)) != len(names)  # a repeated key: refused by the JSON path
+        or METADATA_KEY in names
+        or not set(dtypes) <= DTYPE_BITS.keys()
+    ):
+        return None
+    dims = {shape: _dims(shape) for shape in set(shapes)}
+    if max(chain.from_iterable(dims.values()), default=0) > USIZE_MAX:
+        return None
+    if starts[0] == "0" and starts[1:] == ends[:-1]:  # in offset order, as the library writes
+        stops = list(map(int, ends))
+        firsts = [0, *stops[:-1]]
+    else:
+        firsts, stops = list(map(int, starts)), list(map(int, ends))
+    if max(stops) > USIZE_MAX or max(firsts) > USIZE_MAX:
+        return None
+    return names, dtypes, list(map(dims.__getitem__, shapes)), firsts, stops
+
+
+def _canonical(text: str, data_start: int, file_size: int) -> Header | None:
+    """The header of a canonical text (see above), valid and laid out contiguously; None
+    for any other text, which the JSON path then reads and checks (or refuses)."""
+    body = text.rstrip(_JSON_SPACE)
+    start = _canonical_metadata(body)
+    columns = None if start is None else _canonical_columns(body, start[1])
+    if start is None or columns is None:
+        return None
+    names, dtypes, shapes, firsts, stops = columns
+    entries = _laid_out(names, dtypes, shapes, (firsts, stops), file_size - data_start)
+    if entries is None:
+        return None
+    return Header(dict(zip(names, entries, strict=True)), start[0], data_start, file_size)
 
 
 def _entries(document: dict[str, Any]) -> list[TensorEntry]:
@@ -366,11 +441,14 @@ def parse_header(raw: bytes, file_size: int) -> Header:
         text = raw.decode("utf-8")
     except UnicodeDecodeError as exc:
         raise HeaderError(f"invalid UTF-8 in header: {exc.reason}") from None
+    data_start = 8 + len(raw)
+    canonical = _canonical(text, data_start, file_size)
+    if canonical is not None:
+        return canonical
     document = _load_json(text)
     if _SURROGATE_ESCAPE.search(text):
         _check_strings(document)
     metadata = _metadata(document.pop(METADATA_KEY, None))
-    data_start = 8 + len(raw)
     entries = _bulk_entries(document, file_size - data_start)
     if entries is None:
         entries = _entries(document)

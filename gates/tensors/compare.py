@@ -27,9 +27,20 @@ from typing import TYPE_CHECKING, Any
 from gates import progress
 from gates.naming.config_placeholders import FROM_CONFIG
 from gates.naming.config_placeholders import resolve as resolve_placeholders
+from gates.naming.interpret import LAYOUT_OPS, Arrays, Interpreter, leaf_views
 from gates.naming.rule_kinds import RuleError
 from gates.naming.rules import Node, RuleSet, expect, label
-from gates.safetensors.header import DTYPE_BITS, TensorEntry
+from gates.safetensors.dtypes import (
+    FLOATS,
+    SIGNED,
+    WIDTH,
+    DtypeError,
+    cast,
+    common_dtype,
+    raw_dtype,
+    widen,
+)
+from gates.safetensors.header import TensorEntry
 from gates.tensors.layout import (
     PHASES,
     SLOT_SEPARATOR,
@@ -64,54 +75,16 @@ DEFAULT_SLOTS = {"exp_avg": "moment1", "exp_avg_sq": "moment2", "momentum_buffer
 
 BLOCK_BYTES = 32 * 1024 * 1024
 LIST_LIMIT = 50
-_RAW = {8: "<u1", 16: "<u2", 32: "<u4", 64: "<u8"}
-_FLOATS = {"F16": "<f2", "F32": "<f4", "F64": "<f8"}
-_WIDTH = {"F16": 1, "BF16": 1, "F32": 2, "F64": 3}
-_SIGNED = {"I8": "<i1", "I16": "<i2", "I32": "<i4", "I64": "<i8"}
-
-
-def _raw_dtype(dtype: str) -> np.dtype[np.unsignedinteger]:
-    bits = DTYPE_BITS[dtype]
-    if bits not in _RAW:
-        raise RuleError(f"cannot compare {dtype} tensors (sub-byte elements)")
-    return np.dtype(_RAW[bits])
 
 
 # -- values and distances ----------------------------------------------------------------
-def widen(raw: np.ndarray, source: str, target: str) -> np.ndarray:
-    """Raw elements of float dtype ``source`` as raw ``target`` elements, exactly."""
-    if source == target:
-        return raw
-    if source == "BF16":
-        as_f32 = raw.astype("<u4")  # a new array: shifted in place, no second copy
-        as_f32 <<= np.uint32(16)
-        return as_f32 if target == "F32" else widen(as_f32, "F32", target)
-    if source in _FLOATS and target in _FLOATS and _WIDTH[target] > _WIDTH[source]:
-        widened: np.ndarray = raw.view(_FLOATS[source]).astype(_FLOATS[target])
-        return widened.view(_RAW[DTYPE_BITS[target]])
-    raise RuleError(f"cannot widen {source} to {target} exactly")
-
-
-def common_dtype(a: str, b: str) -> str:
-    """The dtype two float dtypes compare in: the wider one (F32 for F16 against BF16)."""
-    if a == b:
-        return a
-    if a not in _WIDTH or b not in _WIDTH:
-        raise RuleError(f"cannot compare {a} with {b} exactly: only float casts are comparable")
-    if _WIDTH[a] == _WIDTH[b]:
-        return "F32"
-    return a if _WIDTH[a] > _WIDTH[b] else b
-
-
 def to_float64(raw: np.ndarray, dtype: str) -> np.ndarray:
     if dtype == "BF16":
-        as_f32 = raw.astype("<u4")
-        as_f32 <<= np.uint32(16)
-        return as_f32.view("<f4").astype("<f8")
-    if dtype in _FLOATS:
-        return raw.view(_FLOATS[dtype]).astype("<f8")
-    if dtype in _SIGNED:
-        return raw.view(_SIGNED[dtype]).astype("<f8")
+        return cast(raw, "BF16", "F32").view("<f4").astype("<f8")
+    if dtype in FLOATS:
+        return raw.view(FLOATS[dtype]).astype("<f8")
+    if dtype in SIGNED:
+        return raw.view(SIGNED[dtype]).astype("<f8")
     return raw.astype("<f8")
 
 
@@ -141,8 +114,8 @@ def ulp_distance(a: np.ndarray, b: np.ndarray) -> int:
 
 def nonfinite_count(raw: np.ndarray, dtype: str) -> int:
     """NaN and Inf elements of a raw float array (one vectorized pass when all are finite)."""
-    if dtype in _FLOATS:
-        finite = np.isfinite(raw.view(_FLOATS[dtype]))
+    if dtype in FLOATS:
+        finite = np.isfinite(raw.view(FLOATS[dtype]))
         return 0 if finite.all() else int(finite.size - np.count_nonzero(finite))
     if dtype == "BF16":
         mask = raw.dtype.type(0x7F80)
@@ -175,7 +148,7 @@ class Difference:
         if np.any(finite):
             diff = float(np.abs(fa[finite] - fb[finite]).max())
             self.max_abs_diff = max(self.max_abs_diff or 0.0, diff)
-            if dtype in _WIDTH:
+            if dtype in WIDTH:
                 ulp = ulp_distance(da[finite], db[finite])
                 self.max_ulp = max(self.max_ulp or 0, ulp)
 
@@ -217,7 +190,7 @@ class PhaseReader:
         else:
             data = into.view(entry.nbytes)[: entry.nbytes]
             self.read_into(name, 0, data)
-        return np.frombuffer(data, _raw_dtype(entry.dtype)).reshape(entry.shape)
+        return np.frombuffer(data, raw_dtype(entry.dtype, "compare")).reshape(entry.shape)
 
 
 # -- the mapping -------------------------------------------------------------------------
@@ -287,42 +260,61 @@ class TensorResult:
         return self.reference[0] if self.reference else ""
 
 
+class _Widened(Interpreter[str]):
+    """The dtype a node's tensor is built in: a cast only ever widens (to the dtype both
+    sides compare in); fused parts must agree."""
+
+    def leaf(self, node: Node) -> str:
+        return node.dtype
+
+    def transpose(self, node: Node, value: str) -> str:
+        return value
+
+    def split(self, node: Node, value: str) -> str:
+        return value
+
+    def fuse(self, node: Node, values: list[str]) -> str:
+        if any(d != values[0] for d in values):
+            raise RuleError(f"{node.name}: the fused parts differ in dtype")
+        return values[0]
+
+    def cast(self, node: Node, value: str) -> str:
+        return common_dtype(value, node.dtype)
+
+
+class _Expected(Arrays):
+    """The node's tensor from reference bytes, in the candidate's layout and the dtype
+    `_Widened` names."""
+
+    def __init__(self, reader: PhaseReader, suffix: str) -> None:
+        self.reader = reader
+        self.suffix = suffix
+
+    def leaf(self, node: Node) -> np.ndarray:
+        return self.reader.array(node.name + self.suffix)
+
+    def fuse(self, node: Node, values: list[np.ndarray]) -> np.ndarray:
+        _Widened().run(node)  # the parts agree in dtype, not only in element size
+        return super().fuse(node, values)
+
+    def cast(self, node: Node, value: np.ndarray) -> np.ndarray:
+        source = _Widened().run(node.children[0])
+        return widen(value, source, common_dtype(source, node.dtype))
+
+
 def _build(node: Node, reader: PhaseReader, suffix: str) -> tuple[np.ndarray, str]:
     """The node's tensor from reference bytes, candidate layout; casts only ever widen."""
-    if node.op == "leaf":
-        return reader.array(node.name + suffix), node.dtype
-    built = [_build(child, reader, suffix) for child in node.children]
-    array, dtype = built[0]
-    if node.op == "rename":
-        return array, dtype
-    if node.op == "transpose":
-        return np.ascontiguousarray(array.T), dtype
-    if node.op == "fuse":
-        if any(d != dtype for _, d in built):
-            raise RuleError(f"{node.name}: the fused parts differ in dtype")
-        return np.concatenate([a for a, _ in built], axis=node.axis), dtype
-    if node.op == "split":
-        index = [slice(None)] * array.ndim
-        index[node.axis] = slice(node.offset, node.offset + node.shape[node.axis])
-        return np.ascontiguousarray(array[tuple(index)]), dtype
-    wider = common_dtype(dtype, node.dtype)  # cast: widen when the target is wider
-    return (widen(array, dtype, wider), wider) if wider != dtype else (array, dtype)
+    return _Expected(reader, suffix).run(node), _Widened().run(node)
 
 
-def _origin(node: Node, leaves: dict[str, int]) -> np.ndarray:
+class _Origin(Arrays):
     """For each element of the node's tensor, which reference leaf it came from."""
-    if node.op == "leaf":
-        return np.full(node.shape, leaves[node.name], np.int32)
-    parts = [_origin(child, leaves) for child in node.children]
-    if node.op == "transpose":
-        return np.ascontiguousarray(parts[0].T)
-    if node.op == "fuse":
-        return np.concatenate(parts, axis=node.axis)
-    if node.op == "split":
-        index = [slice(None)] * parts[0].ndim
-        index[node.axis] = slice(node.offset, node.offset + node.shape[node.axis])
-        return parts[0][tuple(index)]
-    return parts[0]
+
+    def __init__(self, leaves: dict[str, int]) -> None:
+        self.leaves = leaves
+
+    def leaf(self, node: Node) -> np.ndarray:
+        return np.full(node.shape, self.leaves[node.name], np.int32)
 
 
 class _Buffer:
@@ -360,7 +352,7 @@ def _plain(mapped: Mapped, ref: PhaseReader, cand: PhaseReader, result: TensorRe
     that differs)."""
     leaf = mapped.node.leaves()[0].name + mapped.suffix
     entry = cand.entry(mapped.candidate)
-    raw = _raw_dtype(entry.dtype)
+    raw = raw_dtype(entry.dtype, "compare")
     step = max(raw.itemsize, BLOCK_BYTES - BLOCK_BYTES % raw.itemsize)
     difference = Difference()
     view_a, view_b = _BLOCKS.views(min(step, entry.nbytes))
@@ -378,7 +370,6 @@ def _plain(mapped: Mapped, ref: PhaseReader, cand: PhaseReader, result: TensorRe
 
 
 TILE_BYTES = 4 * 1024 * 1024
-_LAYOUT_OPS = {"leaf", "rename", "transpose", "fuse"}
 
 
 SLAB_ROWS = 64
@@ -441,25 +432,15 @@ def _layout_equal(node: Node, actual: np.ndarray, reader: PhaseReader, suffix: s
     """Does the candidate view ``actual`` hold exactly ``node``? Renames, transposes and
     fusions are pushed down to views of the candidate, so no reference tensor is copied
     into the candidate's layout: each leaf is read once and compared in place."""
-    if node.op == "leaf":
-        return _tiles_equal(reader.array(node.name + suffix, _LEAF), actual)
-    if node.op == "rename":
-        return _layout_equal(node.children[0], actual, reader, suffix)
-    if node.op == "transpose":
-        return _layout_equal(node.children[0], actual.T, reader, suffix)
-    offset = 0
-    for child in node.children:  # fuse: each part against its slice of the candidate
-        index = [slice(None)] * actual.ndim
-        index[node.axis] = slice(offset, offset + child.shape[node.axis])
-        if not _layout_equal(child, actual[tuple(index)], reader, suffix):
-            return False
-        offset += child.shape[node.axis]
-    return True
+    return all(
+        _tiles_equal(reader.array(leaf.name + suffix, _LEAF), view)
+        for leaf, view in leaf_views(node, actual)
+    )
 
 
 def _built(mapped: Mapped, ref: PhaseReader, cand: PhaseReader, result: TensorResult) -> Difference:
     entry = cand.entry(mapped.candidate)
-    if mapped.node.ops() <= _LAYOUT_OPS and mapped.node.dtype == entry.dtype:
+    if mapped.node.ops() <= LAYOUT_OPS and mapped.node.dtype == entry.dtype:
         actual = cand.array(mapped.candidate, _CANDIDATE)
         if _layout_equal(mapped.node, actual, ref, mapped.suffix):
             result.nonfinite += nonfinite_count(actual, entry.dtype)
@@ -476,7 +457,7 @@ def _built(mapped: Mapped, ref: PhaseReader, cand: PhaseReader, result: TensorRe
         difference.add(a, b, compare_in, 0)
         leaves = mapped.node.leaves()
         if len(leaves) > 1 and difference.index is not None:
-            origin = _origin(mapped.node, {leaf.name: i for i, leaf in enumerate(leaves)})
+            origin = _Origin({leaf.name: i for i, leaf in enumerate(leaves)}).run(mapped.node)
             first = leaves[int(origin.reshape(-1)[difference.index])].name + mapped.suffix
             result.reference = (first, *(n for n in result.reference if n != first))
     return difference
@@ -503,7 +484,7 @@ def compare_tensor(
     try:
         plain = node.ops() <= {"rename"}
         difference = (_plain if plain else _built)(mapped, ref, cand, result)
-    except RuleError as exc:
+    except (RuleError, DtypeError) as exc:
         result.reason = str(exc)
         return result
     result.equal = difference.count == 0

@@ -49,7 +49,8 @@ def aligned_prefix(comparison: Comparison, required: Iterable[int]) -> int:
 
 
 def tensor_figures(comparison: Comparison, required: range) -> TensorFigures:
-    return TensorFigures(aligned_prefix(comparison, required), len(required), _why(comparison))
+    prefix = aligned_prefix(comparison, required)
+    return TensorFigures(prefix, len(required), _why(comparison), comparison)
 
 
 def _why(comparison: Comparison) -> str:

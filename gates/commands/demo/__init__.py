@@ -171,19 +171,26 @@ def _run(
 
 
 def _replay(workspace: Workspace, echo: Echo) -> None:
-    """A verifier re-executes two windows of the signed Paddle run, drawn from its seed."""
-    lines: list[str] = []
-    request = ReplayRequest("results/paddle", seed="demo-ci-4711", windows=2, window_steps=1)
-    code = replay_command(
-        load_inputs(workspace), request, cwd=workspace.root, as_json=True, echo=lines.append
-    )
-    report = json.loads(lines[-1])
-    windows = ", ".join(
-        f"step {w['first']} (from the state after {w['resumed_from']}): {w['result']}"
-        for w in report["windows"]
-    )
-    echo(f"  gates replay results/paddle --seed demo-ci-4711: exit {code}; {windows}")
-    echo(f"  {report['detection_power']}")
+    """A verifier re-executes two windows of each side's signed run, drawn from its seed: the
+    Paddle run made here and the recorded torch run, each by its own entrypoint."""
+    power = ""
+    for side in ("paddle", "torch"):
+        if not _can_run(side):
+            echo(f"  {side} is not installed here: results/{side} is not replayed")
+            continue
+        lines: list[str] = []
+        request = ReplayRequest(f"results/{side}", seed="demo-ci-4711", windows=2, window_steps=1)
+        code = replay_command(
+            load_inputs(workspace), request, cwd=workspace.root, as_json=True, echo=lines.append
+        )
+        report = json.loads(lines[-1])
+        windows = ", ".join(
+            f"step {w['first']} (from the state after {w['resumed_from']}): {w['result']}"
+            for w in report["windows"]
+        )
+        echo(f"  gates replay results/{side} --seed demo-ci-4711: exit {code}; {windows}")
+        power = report["detection_power"]
+    echo(f"  {power}")
     _forged_replay(workspace, echo)
 
 
@@ -299,14 +306,14 @@ def _clean(workspace: Workspace, echo: Echo) -> Workspace:
 def _rerun(workspace: Workspace, echo: Echo) -> None:
     root = workspace.root
     echo("\n== (c) the trusted path: signed runs of the declared entrypoints")
-    for side in ("torch", "paddle"):
-        if _can_run(side):
-            _run(workspace, side, None, echo, outputs=side == "paddle")
-        else:
-            judged = {j.path: j for j in run_audit(load_inputs(workspace)).receipts}
-            run = judged.get(f"results/{side}/run.receipt.json")
-            status = f"{run.status.value} ({run.reason})" if run else "missing"
-            echo(f"  {side} is not installed here: its recorded run, signed where it ran: {status}")
+    # the reference side is the recorded torch run, signed where it ran, whether or not
+    # torch is installed here (where it is, its windows are replayed below)
+    judged = {j.path: j for j in run_audit(load_inputs(workspace)).receipts}
+    run = judged.get("results/torch/run.receipt.json")
+    status = f"{run.status.value} ({run.reason})" if run else "missing"
+    echo(f"  torch: its recorded run, signed where it ran: {status}")
+    if _can_run("paddle"):
+        _run(workspace, "paddle", None, echo)
     if _can_run("paddle"):
         _replay(workspace, echo)
         for repeat in (1, 2, 3):
