@@ -83,6 +83,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     # the bottom: plain values, files, git
     (
         "config",
+        "detection",
         "external",
         "criteria",
         "run_env",

@@ -104,7 +104,7 @@ def render_text(
         f"why: {alignment.why}",
     ]
     if alignment.replay:
-        lines.append(alignment.replay)
+        lines.append(alignment.replay.sentence())
     if rejected:
         lines.append(
             f"cannot stand: {len(rejected)} receipt(s) rejected ({', '.join(rejected[:5])}); "

@@ -19,6 +19,7 @@ from gates.contracts import results_schema_and_provenance as results_contract
 from gates.contracts.model import ContractResult, Evaluation, EvaluationContext, EvaluationError
 from gates.contracts.registry import FREEZE_CHECK, MODULES, evaluator
 from gates.criteria import Criterion, DischargeStatus, discharge_status
+from gates.detection import DetectionPower
 from gates.engine.inputs import AuditInputs
 from gates.freeze.check import FreezeReport, SourceTree, evaluate_freeze
 from gates.policy.contract_files import ContractFileError, ContractSpec
@@ -32,7 +33,6 @@ from gates.receipts.judge_all import Wanted, index_fingerprint, judge_receipts
 from gates.receipts.model import Receipt
 from gates.receipts.verify import Judgement, JudgingContext, Status
 from gates.replay.gate import gate_on_replay
-from gates.replay.windows import detection_power
 from gates.workspace import Workspace, roots_of
 
 RESULTS_CHECK = results_contract.CHECK
@@ -322,9 +322,7 @@ def alignment_for(
     )
     if params.replay_windows == 0:
         return alignment
-    power = detection_power(
-        params.replay_windows, params.replay_window_steps, params.required_steps
-    )
+    power = DetectionPower(params.replay_windows, params.replay_window_steps, params.required_steps)
     return dataclasses.replace(alignment, replay=power)
 
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 from collections import defaultdict
 from dataclasses import dataclass, field
 
+from gates.detection import DetectionPower
 from gates.losses.compare import bit_identical_prefix
 from gates.losses.series import LossFileError, LossSeries, read_losses
 from gates.paths import is_under
@@ -38,7 +39,8 @@ class Alignment:
     required: int
     why: str
     pairs: tuple[Pair, ...] = field(default=())
-    replay: str = ""  # the detection power of the replay the policy requires, if any
+    #: the detection power of the replay the policy requires, if it requires one
+    replay: DetectionPower | None = None
     #: the sides ("reference", "candidate") with no counting loss receipt, as `why` says
     unformal_sides: tuple[str, ...] = ()
 

@@ -11,6 +11,7 @@ import hashlib
 import random
 from dataclasses import dataclass
 
+from gates.detection import DetectionPower
 from gates.errors import GatesError
 
 SEED_SOURCES = ("ci", "policy+time")
@@ -69,18 +70,6 @@ def with_resume(window: Window, saved_steps: list[int]) -> Window:
     return Window(window.first, window.last, max(before))
 
 
-def escape_probability(fraction: float, windows: int) -> float:
-    """About (1 - f)^n: the chance that n windows all miss a fabricated fraction f."""
-    return float((1.0 - fraction) ** windows)
-
-
 def detection_power(windows: int, width: int, total_steps: int) -> str:
     """The plain sentence every report carries next to formal_alignment_steps."""
-    if windows == 0:
-        return "replay: none required: a run's numbers are taken as signed (no re-execution)"
-    return (
-        f"replay: {windows} window(s) of {width} step(s) over {total_steps} steps: a run that "
-        f"fabricated a fraction f of its steps escapes with probability about (1 - f)^{windows} "
-        f"(f = 10%: {escape_probability(0.1, windows):.2f}; f = 1 step: "
-        f"{escape_probability(min(1.0, width / max(total_steps, 1)), windows):.2f})"
-    )
+    return DetectionPower(windows, width, total_steps).sentence()

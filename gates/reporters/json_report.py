@@ -101,7 +101,7 @@ def audit_object(result: AuditResult) -> dict[str, Any]:
         "receipts": [receipt_entry(j) for j in result.receipts],
     }
     if result.alignment.replay:  # the detection power of the replay the policy requires
-        found["replay_detection_power"] = result.alignment.replay
+        found["replay_detection_power"] = result.alignment.replay.sentence()
     return found
 
 

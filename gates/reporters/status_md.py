@@ -320,7 +320,8 @@ def render(result: AuditResult, lang: str = "en", *, outputs: Mapping[str, Outpu
     )
     lines = [START, f"### {title}"]
     if result.alignment.replay:
-        lines.append(f"`{result.alignment.replay}`")
+        power = words["replay_power"].format(**result.alignment.replay.fields())
+        lines.append(f"`{power}`")
     progress = tensor_progress(result.contracts)
     if progress is not None:
         lines.append(f"`tensor_aligned_steps = {progress.aligned} / {progress.required}`")

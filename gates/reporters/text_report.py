@@ -86,7 +86,7 @@ def render(result: AuditResult) -> str:
         f"formal_alignment_steps = {result.formal_alignment_steps} / {result.required_steps}"
     )
     if result.alignment.replay:
-        lines.append(result.alignment.replay)
+        lines.append(result.alignment.replay.sentence())
     lines += policy_lines(result)
     lines += [f"waiver: {w.describe(result.today)}" for w in result.waivers]
     lines += [f"blocked by: {blocker}" for blocker in result.blockers]
