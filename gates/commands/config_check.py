@@ -28,6 +28,7 @@ from gates.engine.inputs import AuditInputs
 from gates.errors import ConfigError, GatesError
 from gates.paths import resolve_inside, to_workspace_relpath
 from gates.policy.contract_files import load_contract, load_contracts
+from gates.receipts.judge_all import Wanted
 from gates.receipts.model import ArtifactKind
 from gates.resources import contracts_dir
 from gates.workspace import Workspace
@@ -107,7 +108,7 @@ def check_config(
     report = run_check(
         semantics, loaded, candidate, env=read_env_files(workspace.root, semantics.env)
     )
-    judged = judge_workspace(audit)
+    judged = judge_workspace(audit, wanted=Wanted(files=tuple(env_rels)))
     receipts = judged.receipts
     inputs = [(rel, receipt_binding(rel, receipts)) for rel in env_rels]
     document = _document(semantics, report, table_name)
