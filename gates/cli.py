@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any, NoReturn, TypeVar
 import click
 
 from gates import __version__, exitcodes
+from gates.cli_options import _echo, format_option
 from gates.echo import Output
 from gates.errors import GatesError
 from gates.receipts.kinds import ArtifactKind, EvidenceClass, Framework
@@ -50,28 +51,6 @@ class State:
     def cwd(self) -> Path:
         """Relative paths on the command line start here (-C DIR, like git -C)."""
         return self.directory.resolve()
-
-
-def _echo(text: str) -> None:
-    click.echo(text)
-
-
-def _to_output(ctx: click.Context, param: click.Parameter, value: str) -> Output:
-    """--format as the output object every command writes through."""
-    del ctx, param
-    return Output(value, _echo)
-
-
-def format_option(choices: tuple[str, ...], default: str) -> Callable[[F], F]:
-    """--format CHOICE, handed to the command as ``out`` (an `Output`)."""
-    return click.option(
-        "--format",
-        "out",
-        type=click.Choice(sorted(choices)),
-        default=default,
-        show_default=True,
-        callback=_to_output,
-    )
 
 
 pass_state = click.make_pass_decorator(State)
@@ -467,8 +446,7 @@ def check_checkpoint(
                 merge,
                 output=output,
                 cwd=state.cwd(),
-                as_json=out.as_json,
-                echo=out.echo,
+                out=out,
             )
     if folder is None:
         raise click.UsageError("give the checkpoint FOLDER (or --merge RECEIPT...)")
@@ -490,8 +468,7 @@ def check_checkpoint(
             threads=threads,
             output=output,
             cwd=state.cwd(),
-            as_json=out.as_json,
-            echo=out.echo,
+            out=out,
             rank_timeout=rank_timeout,
         )
 
@@ -642,9 +619,7 @@ def replay(
     request = replay_command.ReplayRequest(
         run_folder, seed, seed_file, windows, window_steps, explicit, timeout
     )
-    return replay_command.replay(
-        state.inputs(), request, cwd=state.cwd(), as_json=out.as_json, echo=out.echo
-    )
+    return replay_command.replay(state.inputs(), request, cwd=state.cwd(), out=out)
 
 
 @cli.command()
@@ -689,7 +664,7 @@ def explain(state: State, contract_id: str, out: Output) -> int:
     """One contract: each criterion now, and the commands that would discharge it."""
     from gates.commands import explain as explain_command
 
-    return explain_command.explain(state.inputs(), contract_id, as_json=out.as_json, echo=out.echo)
+    return explain_command.explain(state.inputs(), contract_id, out)
 
 
 @cli.group()

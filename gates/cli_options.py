@@ -11,10 +11,34 @@ from typing import Any, TypeVar
 
 import click
 
+from gates.echo import Output
+
 F = TypeVar("F", bound=Callable[..., Any])
 
 #: Options that say how to show or write, not what to check: never recorded.
 _NOT_RECORDED = ("out", "no_receipt", "force_replace")
+
+
+def _echo(text: str) -> None:
+    click.echo(text)
+
+
+def _to_output(ctx: click.Context, param: click.Parameter, value: str) -> Output:
+    """--format as the output object every command writes through."""
+    del ctx, param
+    return Output(value, _echo)
+
+
+def format_option(choices: tuple[str, ...], default: str) -> Callable[[F], F]:
+    """--format CHOICE, handed to the command as ``out`` (an `Output`)."""
+    return click.option(
+        "--format",
+        "out",
+        type=click.Choice(sorted(choices)),
+        default=default,
+        show_default=True,
+        callback=_to_output,
+    )
 
 
 def recorded_argv(ctx: click.Context) -> tuple[str, ...]:

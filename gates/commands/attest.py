@@ -9,7 +9,7 @@ from pathlib import Path
 from gates import exitcodes
 from gates.atomic import write_text_atomic
 from gates.canonical import content_id, pretty_json
-from gates.echo import Echo, Output
+from gates.echo import Output
 from gates.engine.audit import run_audit
 from gates.engine.inputs import AuditInputs
 from gates.engine.summary import summarize
@@ -93,13 +93,14 @@ def export(
     return exitcodes.OK if result.verdict == "pass" else exitcodes.BLOCKED
 
 
-def verify(folder: Path, anchors: Anchors, *, as_json: bool, expect_pass: bool, echo: Echo) -> int:
+def verify(folder: Path, anchors: Anchors, *, expect_pass: bool, out: Output) -> int:
     """Exit 0 when every envelope and the VSA verify (and, with expect_pass, the VSA says
     PASSED); 1 otherwise, each reason on its own line."""
     check = verify_export(folder, anchors)
     summary = check.summary
     failed = not check.ok or (expect_pass and check.verification_result != "PASSED")
-    if as_json:
+    echo = out.echo
+    if out.as_json:
         document = {
             "verified": check.ok,
             "problems": list(check.problems),

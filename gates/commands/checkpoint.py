@@ -15,7 +15,7 @@ from gates.checkers.outputs import render_figures, write_checker_output
 from gates.checkpoints.check import ShardRange, check_checkpoint, compare_pair
 from gates.checkpoints.digest import checkpoint_digest, default_threads
 from gates.checkpoints.ranks import DEFAULT_TIMEOUT_S, launcher_world
-from gates.echo import Echo
+from gates.echo import Echo, Output
 from gates.engine.audit import judge_workspace
 from gates.engine.inputs import AuditInputs, load_inputs
 from gates.errors import GatesError, UnsafePathError
@@ -48,8 +48,7 @@ def check(
     threads: int | None,
     output: str,
     cwd: Path,
-    as_json: bool,
-    echo: Echo,
+    out: Output,
     rank_timeout: float = DEFAULT_TIMEOUT_S,
 ) -> int:
     """Exit 1 when the checkpoint is invalid or unclean, or differs from ``against``.
@@ -75,8 +74,8 @@ def check(
             threads=threads,
             output=output,
             timeout_s=rank_timeout,
-            as_json=as_json,
-            echo=echo,
+            as_json=out.as_json,
+            echo=out.echo,
         )
     location = locate(roots, folder, cwd)
     for given, found in (
@@ -122,7 +121,9 @@ def check(
     subjects = bound_files(location, report) if not shard_range else ()
     remember_file_digests(location, subjects, cache, threads)
     cache.save()
-    return finish(audit, document, output, subjects, failed=failed, as_json=as_json, echo=echo)
+    return finish(
+        audit, document, output, subjects, failed=failed, as_json=out.as_json, echo=out.echo
+    )
 
 
 def remember_file_digests(
@@ -161,8 +162,7 @@ def merge(
     *,
     output: str,
     cwd: Path,
-    as_json: bool,
-    echo: Echo,
+    out: Output,
 ) -> int:
     """Combine the partial outputs of every slice 0..n-1 of one checkpoint into one digest."""
     workspace = audit.workspace
@@ -204,11 +204,8 @@ def merge(
     receipt, artifact = write_checker_output(
         audit, output, ArtifactKind.CHECKPOINT_CHECK, merged, inputs, judged_under=judged.freeze
     )
-    echo(
-        render_figures(
-            {k: v for k, v in merged.items() if k != "format"}, receipt, artifact, as_json=as_json
-        )
-    )
+    shown = {k: v for k, v in merged.items() if k != "format"}
+    out.echo(render_figures(shown, receipt, artifact, as_json=out.as_json))
     return exitcodes.OK if first["valid"] and first["hygiene_clean"] else exitcodes.BLOCKED
 
 
@@ -238,7 +235,6 @@ def verify_saved_checkpoint(
         threads=threads,
         output=output,
         cwd=Path.cwd(),
-        as_json=False,
-        echo=echo or print,
+        out=Output("text", echo or print),
         rank_timeout=timeout_s,
     )

@@ -3,11 +3,13 @@ kept out of gates/cli.py, which registers them with a few lines (docs/report.md)
 
 from __future__ import annotations
 
-import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Protocol
 
 import click
+
+from gates.cli_options import format_option
+from gates.echo import Output
 
 if TYPE_CHECKING:
     from gates.engine.inputs import AuditInputs
@@ -27,13 +29,7 @@ class State(Protocol):
     def cwd(self) -> Path: ...
 
 
-FORMAT = click.option(
-    "--format",
-    "output_format",
-    type=click.Choice(["text", "json"]),
-    default="text",
-    show_default=True,
-)
+FORMAT = format_option(("text", "json"), "text")
 
 
 @click.command("verify")
@@ -48,27 +44,19 @@ FORMAT = click.option(
 @FORMAT
 @click.pass_obj
 def attest_verify(
-    state: State, folder: Path, trust_path: Path | None, expect_pass: bool, output_format: str
-) -> None:
+    state: State, folder: Path, trust_path: Path | None, expect_pass: bool, out: Output
+) -> int:
     """Verify exported envelopes and the VSA with a trust file: exit 0 verified, 1 not."""
     from gates.commands import attest as attest_command
 
     anchors = attest_command.anchors_for_verify(trust_path or state.trust)
-    sys.exit(
-        attest_command.verify(
-            state.cwd() / folder,
-            anchors,
-            as_json=output_format == "json",
-            expect_pass=expect_pass,
-            echo=click.echo,
-        )
-    )
+    return attest_command.verify(state.cwd() / folder, anchors, expect_pass=expect_pass, out=out)
 
 
 @click.command()
 @click.option(
     "--html",
-    "out",
+    "folder",
     required=True,
     type=click.Path(file_okay=False, path_type=Path),
     help="Folder to write report.html into (one self-contained page).",
@@ -81,18 +69,12 @@ def attest_verify(
 )
 @FORMAT
 @click.pass_obj
-def report(state: State, out: Path, history_range: str | None, output_format: str) -> None:
+def report(state: State, folder: Path, history_range: str | None, out: Output) -> int:
     """The audit as one page: verdict, contracts, loss curves, tensor map, evidence."""
     from gates.commands import report as report_command
 
-    sys.exit(
-        report_command.report(
-            state.inputs(),
-            state.cwd() / out,
-            as_json=output_format == "json",
-            echo=click.echo,
-            history_range=history_range,
-        )
+    return report_command.report(
+        state.inputs(), state.cwd() / folder, out=out, history_range=history_range
     )
 
 
@@ -118,23 +100,20 @@ def history(
     fill: bool,
     key_path: Path | None,
     depth: int,
-    output_format: str,
-) -> None:
+    out: Output,
+) -> int:
     """formal_alignment_steps per commit, from signed notes (refs/notes/gates)."""
     from gates.commands import history as history_command
 
-    sys.exit(
-        history_command.history_command(
-            state.inputs(),
-            revision_range,
-            step=step,
-            record=record,
-            fill=fill,
-            key_path=key_path,
-            depth=depth,
-            policy_ref=state.policy_ref,
-            trust=state.trust,
-            as_json=output_format == "json",
-            echo=click.echo,
-        )
+    return history_command.history_command(
+        state.inputs(),
+        revision_range,
+        step=step,
+        record=record,
+        fill=fill,
+        key_path=key_path,
+        depth=depth,
+        policy_ref=state.policy_ref,
+        trust=state.trust,
+        out=out,
     )

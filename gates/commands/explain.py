@@ -9,7 +9,7 @@ from collections.abc import Sequence
 from gates import exitcodes
 from gates.contracts.model import ContractResult
 from gates.criteria import DischargeStatus
-from gates.echo import Echo
+from gates.echo import Output
 from gates.engine.audit import broken_file_result, explain_contract, run_audit
 from gates.engine.inputs import AuditInputs
 from gates.errors import GatesError
@@ -69,7 +69,7 @@ def remediation_commands(inputs: AuditInputs, found: ContractResult) -> list[str
     return commands
 
 
-def explain(inputs: AuditInputs, contract_id: str, *, as_json: bool, echo: Echo) -> int:
+def explain(inputs: AuditInputs, contract_id: str, out: Output) -> int:
     """One contract evaluated (with the freeze and the receipts it needs), not the audit."""
     chosen = find_contract(_in_force(inputs), contract_id)
     if chosen.spec.check:
@@ -79,9 +79,9 @@ def explain(inputs: AuditInputs, contract_id: str, *, as_json: bool, echo: Echo)
         result = run_audit(inputs)
         found = find_contract(result.contracts, chosen.spec.id)
     commands = remediation_commands(inputs, found)
-    if as_json:
+    if out.as_json:
         entry = contract_entry(found, result.today) | {"remediation": commands}
-        echo(json.dumps(entry, indent=2, ensure_ascii=False))
+        out.echo(json.dumps(entry, indent=2, ensure_ascii=False))
         return exitcodes.OK if not found.blocks(result.today) else exitcodes.BLOCKED
     lines = [
         f"{found.spec.id}: {found.spec.title}",
@@ -103,5 +103,5 @@ def explain(inputs: AuditInputs, contract_id: str, *, as_json: bool, echo: Echo)
             f"  {e.judgement.path}: {'counts' if e.counts else 'counts 0'} ({e.reason})"
             for e in found.evidence
         ]
-    echo("\n".join(lines))
+    out.echo("\n".join(lines))
     return exitcodes.OK if not found.blocks(result.today) else exitcodes.BLOCKED

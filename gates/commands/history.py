@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from gates import exitcodes
-from gates.echo import Echo, note
+from gates.echo import Output, note
 from gates.errors import GatesError
 from gates.git import run_git
 from gates.reporters.history import Entry, NoteState, StepStory, history, record, step_story
@@ -168,12 +168,12 @@ def show(
     *,
     step: int | None,
     depth: int,
-    as_json: bool,
-    echo: Echo,
+    out: Output,
 ) -> int:
     entries = history(root, revision_range, anchors, depth)
     story = step_story(entries, step) if step is not None else None
-    if as_json:
+    echo = out.echo
+    if out.as_json:
         document: dict[str, object] = {
             "range": revision_range or f"HEAD (last {depth})",
             "notes_ref": "refs/notes/gates",
@@ -230,8 +230,7 @@ def history_command(
     depth: int,
     policy_ref: str | None,
     trust: Path | None,
-    as_json: bool,
-    echo: Echo,
+    out: Output,
 ) -> int:
     workspace = inputs.workspace
     policy = inputs.policy
@@ -250,6 +249,5 @@ def history_command(
         revision_range,
         step=step,
         depth=depth,
-        as_json=as_json,
-        echo=echo,
+        out=out,
     )

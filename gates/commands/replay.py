@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from gates.atomic import write_text_atomic
-from gates.echo import Echo, note
+from gates.echo import Output
 from gates.engine.audit import judge_workspace
 from gates.engine.inputs import AuditInputs
 from gates.errors import GatesError
@@ -106,16 +106,16 @@ def _run_receipt(inputs: AuditInputs, folder: str, freeze: FreezeReport) -> Rece
     return judgement.receipt
 
 
-def _refuse(freeze: FreezeReport, as_json: bool, echo: Echo) -> int:
+def _refuse(freeze: FreezeReport, out: Output) -> int:
     """Replay runs the pinned code: never while the worktree is not the pin's (exit 1)."""
     reason = "refusing to replay while the source freeze is blocked: " + "; ".join(
         freeze.messages()
     )
-    if as_json:
-        echo(json.dumps({"result": "refused", "reason": reason}))
+    if out.as_json:
+        out.echo(json.dumps({"result": "refused", "reason": reason}))
     else:
-        note(f"gates replay: {reason}")
-        note("replay runs the pinned code: commit or stash, and pin (gates freeze pin)")
+        out.note(f"gates replay: {reason}")
+        out.note("replay runs the pinned code: commit or stash, and pin (gates freeze pin)")
     return 1
 
 
@@ -185,9 +185,7 @@ def _windows(
     return [with_resume(window, saved) for window in drawn + explicit]
 
 
-def replay(
-    inputs: AuditInputs, request: ReplayRequest, *, cwd: Path, as_json: bool, echo: Echo
-) -> int:
+def replay(inputs: AuditInputs, request: ReplayRequest, *, cwd: Path, out: Output) -> int:
     workspace = inputs.workspace
     signing_key = key_from_environment()
     if signing_key is None:
@@ -197,7 +195,7 @@ def replay(
         )
     freeze = evaluate_freeze(workspace.root, workspace.config)
     if freeze.verdict != "pass":
-        return _refuse(freeze, as_json, echo)
+        return _refuse(freeze, out)
     folder = to_workspace_relpath(workspace.root, request.run, cwd)
     if not is_under(folder, workspace.config.evidence.locations):
         raise GatesError(f"run folder {folder} is outside the evidence locations")
@@ -270,13 +268,13 @@ def replay(
         signing_key=signing_key,
     )
     power = detection_power(report.sampled, width, commitments.last_step)
-    if as_json:
+    if out.as_json:
         document = report.model_dump(mode="json")
         document["receipt"] = path.relative_to(workspace.root).as_posix()
         document["detection_power"] = power
-        echo(json.dumps(document, sort_keys=True))
+        out.echo(json.dumps(document, sort_keys=True))
     else:
-        echo(_text(report, power, path.relative_to(workspace.root).as_posix(), receipt))
+        out.echo(_text(report, power, path.relative_to(workspace.root).as_posix(), receipt))
     return 0 if outcome == "match" else 1
 
 

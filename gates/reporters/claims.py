@@ -19,11 +19,11 @@ from __future__ import annotations
 import json
 import re
 from collections import defaultdict
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 from gates.engine.audit import AuditResult
-from gates.losses.series import LossFileError, read_losses
 from gates.receipts.model import ArtifactKind
 from gates.receipts.verify import Status
 from gates.reporters.json_report import audit_object
@@ -92,7 +92,21 @@ def _digits(literal: str) -> int:
     return len(mantissa.lstrip("0"))
 
 
-def gather(result: AuditResult) -> Evidence:
+@dataclass(frozen=True)
+class SubjectData:
+    """One subject of an accepted receipt as the command read it: a loss file's values, or
+    a JSON output's document; ``readable`` false when it could not be read (backs nothing)."""
+
+    readable: bool
+    losses: tuple[float, ...] = ()
+    document: Any = None
+
+
+#: Each read subject by (the kind of the receipt that binds it, its workspace path).
+Subjects = Mapping[tuple[ArtifactKind, str], SubjectData]
+
+
+def gather(result: AuditResult, subjects: Subjects) -> Evidence:
     evidence = Evidence()
     evidence.add_leaves(audit_object(result), "the current audit")
     for judgement in result.receipts:
@@ -104,25 +118,23 @@ def gather(result: AuditResult) -> Evidence:
             if commit:
                 evidence.hexes.setdefault(commit, judgement.path)
         for subject in receipt.subjects:
-            _gather_file(evidence, result, receipt.kind, subject.path, judgement.path)
+            data = subjects.get((receipt.kind, subject.path))
+            if data is not None and data.readable:
+                _gather_subject(evidence, receipt.kind, subject.path, judgement.path, data)
     return evidence
 
 
-def _gather_file(
-    evidence: Evidence, result: AuditResult, kind: ArtifactKind, relpath: str, source: str
+def _gather_subject(
+    evidence: Evidence, kind: ArtifactKind, relpath: str, source: str, data: SubjectData
 ) -> None:
-    path = result.root / relpath
     if kind in (ArtifactKind.LOSS, ArtifactKind.RAW_LOSS):
-        try:
-            for value in read_losses(path, relpath).values:
-                evidence.floats.setdefault(value, relpath)
-        except LossFileError:
-            pass
+        for value in data.losses:
+            evidence.floats.setdefault(value, relpath)
         return
+    document = data.document
     try:
-        document = json.loads(path.read_bytes())
         evidence.add_leaves(document, f"{relpath} ({source})")
-    except (OSError, ValueError, RecursionError):  # unreadable or too deep: backs nothing
+    except RecursionError:  # too deep: backs nothing more
         return
     if kind is ArtifactKind.STRUCTURE_PARITY and isinstance(document, dict):
         pair = (document["reference"]["tensor_count"], document["candidate"]["tensor_count"])
@@ -179,10 +191,11 @@ def _line_claims(number: int, line: str, evidence: Evidence) -> list[Claim]:
     return sorted(claims, key=lambda claim: line.find(claim.text))
 
 
-def check_claims(text: str, result: AuditResult) -> list[Claim]:
+def check_claims(text: str, result: AuditResult, subjects: Subjects) -> list[Claim]:
     """Every figure the text claims, except inside gates' own status block (which gates
-    wrote from the evidence; `gates status --pr-body` refreshes it)."""
-    evidence = gather(result)
+    wrote from the evidence; `gates status --pr-body` refreshes it); ``subjects``: the
+    accepted receipts' subjects as the command read them."""
+    evidence = gather(result, subjects)
     claims: list[Claim] = []
     in_block = False
     for number, line in enumerate(text.splitlines(), start=1):

@@ -3,28 +3,20 @@ contracts, the loss pair, the tensor map, the inventory findings and the evidenc
 
 from __future__ import annotations
 
-import json
 import math
 import re
 from dataclasses import dataclass, field
-from pathlib import Path
 
 import numpy as np
 
 from gates.contracts import tensor_alignment
-from gates.contracts.model import ContractResult, EvaluationError
+from gates.contracts.model import ContractResult
 from gates.engine.audit import AuditResult
 from gates.engine.summary import AuditSummary, summarize
-from gates.errors import GatesError
-from gates.losses.series import LossFileError, read_losses
-from gates.paths import resolve_inside
-from gates.receipts.model import ArtifactKind, Receipt
-from gates.receipts.verify import Judgement, Status
+from gates.receipts.model import Receipt
 from gates.tensors.compare import Comparison
-from gates.tensors.layout import ORDER_FILE, PHASES, Dump, open_dump
-from gates.tensors.layout import _order as read_order
+from gates.tensors.layout import PHASES
 from gates.tensors.progress import TensorFigures
-from gates.workspace import Workspace
 
 INVENTORY_CHECK = "tensor_inventory"
 _LAYER = re.compile(r"(?:^|\.)layers\.(\d+)\.")
@@ -38,6 +30,24 @@ class LossSide:
     values: tuple[float, ...]  # NaN where the file holds NaN or no number
     formal: bool
     problem: str = ""  # why this file is not evidence as read (NaN, unreadable)
+
+
+@dataclass(frozen=True)
+class LossSides:
+    """The two loss series to draw, as the command read them, and the dtype of their ULPs."""
+
+    reference: LossSide | None
+    candidate: LossSide | None
+    dtype: str
+
+
+@dataclass(frozen=True)
+class CandidateOrder:
+    """The candidate dump's order files over the compared steps, as the command read them:
+    (phase, tensor name) per entry, or why they could not be read."""
+
+    entries: tuple[tuple[str, str], ...] = ()
+    problem: str = ""
 
 
 @dataclass(frozen=True)
@@ -98,57 +108,8 @@ class ReportData:
 
 
 # -- losses ------------------------------------------------------------------------------
-def _lenient_values(path: Path) -> tuple[float, ...]:
-    """The numbers of a loss file as they are, NaN included, to draw what strict reading
-    refused (the report says why it is not evidence)."""
-    text = path.read_text(encoding="utf-8", errors="replace")
-    if path.name.endswith(".jsonl"):
-        values = []
-        for line in text.splitlines():
-            if line.strip():
-                record = json.loads(line)
-                values.append(record.get("loss") if isinstance(record, dict) else None)
-    else:
-        document = json.loads(text)
-        values = document.get("losses", []) if isinstance(document, dict) else []
-    return tuple(
-        float(v) if isinstance(v, int | float) and not isinstance(v, bool) else math.nan
-        for v in values
-    )
-
-
-def _side(root: Path, judgement: Judgement, formal: bool) -> LossSide | None:
-    receipt = judgement.receipt
-    if receipt is None or not receipt.subjects:
-        return None
-    relpath = receipt.subjects[0].path
-    try:
-        series = read_losses(root / relpath, relpath)
-        return LossSide(judgement.path, tuple(series.values), formal)
-    except LossFileError as error:
-        try:
-            values = _lenient_values(root / relpath)
-        except (OSError, ValueError, RecursionError):
-            values = ()
-        return LossSide(judgement.path, values, False, error.one_line())
-
-
-def _first_loss(receipts: tuple[Judgement, ...], framework: str) -> Judgement | None:
-    return next(
-        (
-            j
-            for j in receipts
-            if j.receipt is not None
-            and j.status is not Status.REJECTED
-            and j.receipt.kind is ArtifactKind.LOSS
-            and j.receipt.framework is not None
-            and j.receipt.framework.value == framework
-        ),
-        None,
-    )
-
-
-def _dtype_of(receipt: Receipt | None) -> str:
+def dtype_of(receipt: Receipt | None) -> str:
+    """The dtype the ULPs are counted in: the run profile's `dtype`, else float32."""
     dtype = receipt.provenance.profile.get("dtype", "") if receipt else ""
     return dtype if dtype in ULP_DTYPES else "float32"
 
@@ -199,25 +160,11 @@ def _first_diverging(reference: tuple[float, ...], candidate: tuple[float, ...])
     return None
 
 
-def loss_curves(workspace: Workspace, result: AuditResult) -> LossCurves | None:
-    """The pair that sets formal_alignment_steps; without one, the first loss receipt of each
-    framework, drawn as probe."""
-    pair = result.alignment.chosen
-    reference: LossSide | None
-    candidate: LossSide | None
-    if pair is not None:
-        reference = LossSide(pair.reference.path, tuple(pair.reference_series.values), True)
-        candidate = LossSide(pair.candidate.path, tuple(pair.candidate_series.values), True)
-        dtype = _dtype_of(pair.candidate.receipt)
-    else:
-        ref_judgement = _first_loss(result.receipts, "torch")
-        cand_judgement = _first_loss(result.receipts, "paddle")
-        if ref_judgement is None and cand_judgement is None:
-            return None
-        root = workspace.root
-        reference = _side(root, ref_judgement, False) if ref_judgement else None
-        candidate = _side(root, cand_judgement, False) if cand_judgement else None
-        dtype = _dtype_of((cand_judgement or ref_judgement).receipt)  # type: ignore[union-attr]
+def loss_curves(sides: LossSides | None) -> LossCurves | None:
+    """The two series as drawn: where they first diverge and their per-step ULP distance."""
+    if sides is None:
+        return None
+    reference, candidate, dtype = sides.reference, sides.candidate, sides.dtype
     if reference is None or candidate is None:
         return LossCurves(reference, candidate, dtype, None, ())
     return LossCurves(
@@ -235,40 +182,35 @@ def layer_of(name: str) -> str:
     return f"layer {int(found.group(1)):>3}" if found else "other"
 
 
-def _audited_comparison(contract: ContractResult) -> Comparison | None:
+def audited_comparison(contract: ContractResult) -> Comparison | None:
     """The comparison the audit made for the contract (its typed figures), if it got that far."""
     figures = contract.figures
     return figures.comparison if isinstance(figures, TensorFigures) else None
 
 
-def _candidate_dump(workspace: Workspace, contract: ContractResult) -> Dump:
-    params, _, _ = tensor_alignment._parse(dict(contract.spec.params))
-    folder = resolve_inside(workspace.root, params.candidate, what="dump")
-    return open_dump(folder, params.candidate)
+def tensor_contract(result: AuditResult) -> ContractResult | None:
+    """The tensor-alignment contract of the audit, if the policy has one."""
+    return next((c for c in result.contracts if c.spec.check == tensor_alignment.CHECK), None)
 
 
-def tensor_map(workspace: Workspace, result: AuditResult) -> TensorMap | None:
+def tensor_map(result: AuditResult, order: CandidateOrder | None) -> TensorMap | None:
     """Layers by phases over the compared steps: how many tensors each cell holds (from the
     candidate's order files, which the comparison checked against its headers) and how many
     differ, the first differing tensor's cell marked."""
-    contract = next((c for c in result.contracts if c.spec.check == tensor_alignment.CHECK), None)
+    contract = tensor_contract(result)
     if contract is None:
         return None
-    comparison = _audited_comparison(contract)
+    comparison = audited_comparison(contract)
     if comparison is None:
         unmet = contract.first_unmet
         why = f"{unmet.name}: {unmet.detail}" if unmet else "no comparison"
         return TensorMap((), (), (), (), None, "", (why,))
-    try:
-        dump = _candidate_dump(workspace, contract)
-        cells: dict[tuple[str, str], list[int]] = {}
-        for step in comparison.steps:
-            folder = dump.steps[step]
-            for phase, name in read_order(folder / ORDER_FILE, f"{dump.display}/{folder.name}"):
-                cells.setdefault((layer_of(name), phase), [0, 0])[0] += 1
-    except (GatesError, EvaluationError, KeyError) as error:
-        message = error.one_line() if isinstance(error, GatesError) else str(error)
+    if order is None or order.problem:
+        message = order.problem if order is not None else "the order files were not read"
         return TensorMap((), (), (), (), None, "", (f"not comparable: {message}",))
+    cells: dict[tuple[str, str], list[int]] = {}
+    for phase, name in order.entries:
+        cells.setdefault((layer_of(name), phase), [0, 0])[0] += 1
     for tensor in comparison.unequal:
         cells.setdefault((layer_of(tensor.candidate), tensor.phase), [0, 0])[1] += 1
     phases = [p for p in PHASES if any(phase == p for _, phase in cells)]
@@ -322,15 +264,20 @@ def evidence_rows(result: AuditResult) -> tuple[EvidenceRow, ...]:
 
 
 def report_data(
-    workspace: Workspace, result: AuditResult, history: tuple[HistoryPoint, ...] = ()
+    result: AuditResult,
+    losses: LossSides | None,
+    order: CandidateOrder | None,
+    history: tuple[HistoryPoint, ...] = (),
 ) -> ReportData:
+    """What the page shows; ``losses`` and ``order``: what the command read for the plots
+    (`gates.commands.report`), so that nothing here opens a file."""
     policy = result.policy
     return ReportData(
         summary=summarize(result),
         blockers=result.blockers,
         contracts=result.contracts,
-        losses=loss_curves(workspace, result),
-        tensors=tensor_map(workspace, result),
+        losses=loss_curves(losses),
+        tensors=tensor_map(result, order),
         inventory=inventory_groups(result),
         evidence=evidence_rows(result),
         policy=policy.describe() if policy else "not resolved",

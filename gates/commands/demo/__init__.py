@@ -42,7 +42,7 @@ from gates.commands.replay import replay as replay_command
 from gates.commands.run import RunRequest
 from gates.commands.run import run as run_command
 from gates.commands.steps import render_text as render_steps
-from gates.echo import Echo
+from gates.echo import Echo, Output
 from gates.engine.audit import run_audit
 from gates.engine.inputs import load_inputs
 from gates.receipts.create import ReceiptRequest, create_receipt
@@ -181,7 +181,7 @@ def _replay(workspace: Workspace, echo: Echo) -> None:
         lines: list[str] = []
         request = ReplayRequest(f"results/{side}", seed="demo-ci-4711", windows=2, window_steps=1)
         code = replay_command(
-            load_inputs(workspace), request, cwd=workspace.root, as_json=True, echo=lines.append
+            load_inputs(workspace), request, cwd=workspace.root, out=Output("json", lines.append)
         )
         report = json.loads(lines[-1])
         windows = ", ".join(
@@ -236,7 +236,7 @@ def _forged_replay(workspace: Workspace, echo: Echo) -> None:
     lines: list[str] = []
     request = ReplayRequest(FORGED, seed="demo-ci-4711", windows=0, explicit=("42:44",))
     code = replay_command(
-        load_inputs(workspace), request, cwd=root, as_json=True, echo=lines.append
+        load_inputs(workspace), request, cwd=root, out=Output("json", lines.append)
     )
     window = json.loads(lines[-1])["windows"][0]
     echo(
@@ -350,8 +350,7 @@ def _rerun(workspace: Workspace, echo: Echo) -> None:
         threads=None,
         output="outputs/checkpoint_check.receipt.json",
         cwd=root,
-        as_json=False,
-        echo=quiet.append,
+        out=Output("text", quiet.append),
     )
     echo("  checkers: gates check determinism, gates check loss, gates check checkpoint --against")
     tensor_step(workspace, echo, PROFILE)
