@@ -18,11 +18,13 @@ class DischargeStatus(StrEnum):
 
 @dataclass(frozen=True)
 class Criterion:
-    """One yes/no finding of a contract, with a one-line detail either way."""
+    """One yes/no finding of a contract, with a one-line detail either way; ``findings``
+    lists the items an unmet detail summarises, for reports that show them one by one."""
 
     name: str
     met: bool
     detail: str
+    findings: tuple[str, ...] = ()
 
 
 def discharge_status(criteria: tuple[Criterion, ...]) -> DischargeStatus:

@@ -15,11 +15,13 @@ import numpy as np
 import pytest
 
 from gates.reporters.report_data import ulp_differences
+from tests.glm_fixture import INDEXER, MTP, paddle_arrays, reference_arrays, write_checkpoint
 from tests.helpers import (
     Workspace,
     commit_all,
     declare_entrypoints,
     signed_run,
+    write,
 )
 from tests.lossgen import train_losses
 from tests.tensorgen import glm_pair, write_dump
@@ -272,3 +274,25 @@ def test_an_unwritable_target_is_one_error_line(
     assert len(lines) == 1
     assert lines[0].startswith(f"gates: error: {blocker / 'sub' / 'report.html'}: cannot write")
     assert "internal error" not in lines[0]
+
+
+def test_the_inventory_lists_every_structural_difference_the_contract_found(
+    ws: Workspace, capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    """The page reads the contract's typed findings, not its detail line (which names five)."""
+    reference = reference_arrays()
+    write_checkpoint(ws.root / "results/torch/checkpoint", reference, shards=3)
+    write(ws.root, "results/torch/checkpoint/config.json", json.dumps({"num_hidden_layers": MTP}))
+    candidate = paddle_arrays(reference, drop_mtp_indexer=True)
+    extra = [f"model.extra.{i}.weight" for i in range(3)]
+    candidate |= {name: ("F32", np.zeros(4, dtype="<u4")) for name in extra}
+    write_checkpoint(ws.root / "results/paddle/checkpoint", candidate)
+    audit = json.loads(ws.gates(capsys, "audit", "--format", "json").out)
+    inventory = next(c for c in audit["contracts"] if c["id"].endswith("tensor-inventory"))
+    structural = next(c for c in inventory["criteria"] if c["name"] == "no_structural_difference")
+    assert not structural["met"]
+    assert sum(name in structural["detail"] for name in extra) < len(extra)  # five at most
+    shown = text_of(report(ws, capsys, tmp_path / "html"))
+    for name in [*extra, *(f"model.layers.{MTP}.self_attn.indexer.{s}" for s in INDEXER)]:
+        assert name in shown, name
+    assert "8 structural" in shown  # the summary, one item of its own

@@ -70,17 +70,20 @@ def _side_criteria(side: str, report: CheckpointReport) -> list[Criterion]:
     findings = [f"{report.path}/{f.line()}" for f in report.hygiene]
     if not report.checkpoint.folder.is_dir():
         findings = [f"{report.path}: no checkpoint folder to inspect"]
+    invalid = [f"{report.path}: {p}" for p in problems]
     return [
         Criterion(
             f"{side}_valid",
             not problems,
-            "; ".join(f"{report.path}: {p}" for p in problems[:5])
+            "; ".join(invalid[:5])
             or f"{report.path}: {len(report.checkpoint.tensors)} tensors, valid",
+            tuple(invalid),
         ),
         Criterion(
             f"{side}_hygiene",
             not findings,
             "; ".join(findings[:5]) or "regular files only",
+            tuple(findings),
         ),
     ]
 
@@ -138,7 +141,8 @@ def _structure(
         detail = f"{found.reference_count} vs {found.candidate_count} tensors; {summary}{notes}"
         return Criterion("no_structural_difference", True, detail)
     detail = "; ".join(problems[:5]) + f" ({summary}){notes}"
-    return Criterion("no_structural_difference", False, detail)
+    listed = (*problems, summary, *(f"note: {note}" for note in found.notes))
+    return Criterion("no_structural_difference", False, detail, listed)
 
 
 def _hash_match(content: ContentComparison | None) -> Criterion:
@@ -150,7 +154,7 @@ def _hash_match(content: ContentComparison | None) -> Criterion:
     detail = "; ".join(problems[:5]) or (
         "tensors are missing on one side (explained or not): the content cannot match as a whole"
     )
-    return Criterion("hash_match", False, detail)
+    return Criterion("hash_match", False, detail, tuple(problems))
 
 
 def evaluate(context: EvaluationContext, raw: dict[str, Any]) -> list[Criterion]:

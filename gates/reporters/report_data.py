@@ -240,7 +240,7 @@ def inventory_groups(result: AuditResult) -> tuple[InventoryGroup, ...]:
             continue
         for criterion in contract.criteria:
             if not criterion.met:
-                findings = tuple(part.strip() for part in criterion.detail.split("; ") if part)
+                findings = criterion.findings or (criterion.detail,)
                 groups.append(InventoryGroup(contract.spec.id, criterion.name, findings))
     return tuple(groups)
 
