@@ -71,13 +71,21 @@ def _ops(node: Node) -> frozenset[str]:
     leaf): a survey asks it of 60,000 nodes."""
     if node.op == "leaf":
         return _NO_OPS
-    if len(node.children) == 1 and node.children[0].op == "leaf":
+    children = node.children
+    if len(children) == 1 and children[0].op == "leaf":
         return _ONE_OP.setdefault(node.op, frozenset((node.op,)))
+    if all(grandchild.op == "leaf" for child in children for grandchild in child.children):
+        key = (node.op, *(child.op for child in children))  # two levels, e.g. a fused transpose
+        found = _TWO_LEVELS.get(key)
+        if found is None:
+            found = _TWO_LEVELS[key] = frozenset(node.ops())
+        return found
     return frozenset(node.ops())
 
 
 _NO_OPS: frozenset[str] = frozenset()
 _ONE_OP: dict[str, frozenset[str]] = {}
+_TWO_LEVELS: dict[tuple[str, ...], frozenset[str]] = {}
 
 
 def _klass(node: Node) -> str:
