@@ -203,8 +203,11 @@ def _records(
         else:
             return None
     order = sorted(range(len(keys)), key=keys.__getitem__) if sort_keys else range(len(keys))
-    template = "{" + ",".join(
-        field + encode(keys[k]).replace("%", "%%") + ": %s" for k in order
-    ) + item + "}"
+    template = (
+        "{"
+        + ",".join(field + encode(keys[k]).replace("%", "%%") + ": %s" for k in order)
+        + item
+        + "}"
+    )
     cells = zip(*(columns[k] for k in order), strict=True)
     return "[" + item + ("," + item).join([template % row for row in cells]) + newline + "]"

@@ -140,6 +140,32 @@ class Node:
         return found
 
 
+def _node(  # noqa: PLR0917  (Node's own fields, in its order)
+    name: str,
+    dtype: str,
+    shape: tuple[int, ...],
+    op: str = "leaf",
+    children: tuple[Node, ...] = (),
+    rules: tuple[str, ...] = (),
+    axis: int = 0,
+    offset: int = 0,
+) -> Node:
+    """`Node(...)` without the frozen dataclass's `object.__setattr__` per field (most of
+    the cost of the 120,000 nodes of a full-size survey); the same instance."""
+    made = object.__new__(Node)
+    made.__dict__.update(
+        name=name,
+        dtype=dtype,
+        shape=shape,
+        op=op,
+        children=children,
+        rules=rules,
+        axis=axis,
+        offset=offset,
+    )
+    return made
+
+
 @dataclass
 class Expectation:
     nodes: dict[str, Node]
@@ -168,7 +194,7 @@ def _rename(
                 node = kept[index]
                 names[index] = new
                 rules = (*node.rules, tag)
-                kept[index] = Node(new, node.dtype, node.shape, "rename", (node,), rules)
+                kept[index] = _node(new, node.dtype, node.shape, "rename", (node,), rules)
     except RuleError:
         return _rename_one_by_one(source, target, tag, nodes)
     if len(set(names)) != len(names):
@@ -189,7 +215,7 @@ def _rename_one_by_one(
         result[new] = (
             node
             if new == name
-            else Node(new, node.dtype, node.shape, "rename", (node,), (*node.rules, tag))
+            else _node(new, node.dtype, node.shape, "rename", (node,), (*node.rules, tag))
         )
     return result
 
@@ -207,7 +233,7 @@ def _transpose(
                 f"rule {tag} matches {name}, which has {len(node.shape)} dimensions, not 2"
             )
         shape = (node.shape[1], node.shape[0])
-        result[name] = Node(name, node.dtype, shape, "transpose", (node,), (*node.rules, tag))
+        result[name] = _node(name, node.dtype, shape, "transpose", (node,), (*node.rules, tag))
     return result
 
 
@@ -220,7 +246,7 @@ def _cast(
         node = result[names[index]]
         if node.dtype != rule.dtype:
             name = names[index]
-            result[name] = Node(name, rule.dtype, node.shape, "cast", (node,), (*node.rules, tag))
+            result[name] = _node(name, rule.dtype, node.shape, "cast", (node,), (*node.rules, tag))
     return result
 
 
@@ -245,7 +271,7 @@ def _fuse(
             del result[part]
         fused = target.fill(values)
         rules = (*dict.fromkeys(r for part in parts for r in part.rules), tag)
-        result[fused] = Node(fused, parts[0].dtype, shape, "fuse", parts, rules, rule.axis)
+        result[fused] = _node(fused, parts[0].dtype, shape, "fuse", parts, rules, rule.axis)
     return result
 
 
@@ -285,7 +311,7 @@ def _split(
         for pattern, size in zip(targets, sizes, strict=True):
             new = pattern.fill(values)
             shape = tuple(size if i == rule.axis else d for i, d in enumerate(node.shape))
-            result[new] = Node(
+            result[new] = _node(
                 new, node.dtype, shape, "split", (node,), (*node.rules, tag), rule.axis, offset
             )
             offset += size
@@ -297,7 +323,7 @@ _APPLY = {"rename": _rename, "transpose": _transpose, "cast": _cast, "fuse": _fu
 
 def expect(reference: dict[str, tuple[str, tuple[int, ...]]], ruleset: RuleSet) -> Expectation:
     """The candidate inventory the rules predict from the reference (name -> (dtype, shape))."""
-    nodes = {name: Node(name, dtype, shape) for name, (dtype, shape) in reference.items()}
+    nodes = {name: _node(name, dtype, shape) for name, (dtype, shape) in reference.items()}
     expectation = Expectation(nodes)
     try:
         rules = ruleset.all_rules()
