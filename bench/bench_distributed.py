@@ -36,10 +36,15 @@ from common import median_seconds, report
 from glm52_keyset import load_config, paddle_keyset, reference_keyset, write_header_only
 from safetensors import safe_open
 
+from gates.canonical import pretty_json
 from gates.checkpoints.check import check_checkpoint
 from gates.checkpoints.digest import hash_shards
 from gates.checkpoints.layout import load_checkpoint
-from gates.commands.inventory import diff
+from gates.checkpoints.survey import survey
+from gates.commands.checkpoint import resolve_rules
+from gates.commands.inventory import diff, survey_document
+from gates.echo import Output
+from gates.engine.inputs import load_inputs
 from gates.hashing import StatCache
 from gates.workspace import open_workspace
 
@@ -200,7 +205,7 @@ def inventory(args: argparse.Namespace, root: Path) -> dict[str, object]:
     candidate = paddle_keyset(reference, mtp, drop_mtp_indexer=True)
     write_header_only(ws / "results/paddle/checkpoint", candidate)
     folders = [ws / "results/torch/checkpoint", ws / "results/paddle/checkpoint"]
-    opened = open_workspace(ws)
+    opened = load_inputs(open_workspace(ws))
     lines: list[str] = []
 
     def command() -> None:
@@ -212,8 +217,7 @@ def inventory(args: argparse.Namespace, root: Path) -> dict[str, object]:
             rules=None,
             output="outputs/surveys/structure-parity.receipt.json",
             cwd=ws,
-            as_json=False,
-            echo=lines.append,
+            out=Output("text", lines.append),
         )
 
     ours = median_cpu_seconds(command, args.repeats)
@@ -224,16 +228,33 @@ def inventory(args: argparse.Namespace, root: Path) -> dict[str, object]:
         args.repeats,
     )
     listed = median_cpu_seconds(lambda: listing(folders), args.repeats)
-    survey_document = json.loads((ws / "outputs/surveys/structure-parity.json").read_text())
+    sides = [check_checkpoint(f, "", cache=StatCache(None), hash_contents=False) for f in folders]
+    ruleset = resolve_rules(opened, None, ws)[0]
+    surveyed = median_cpu_seconds(
+        lambda: survey(sides[0].checkpoint, sides[1].checkpoint, ruleset), args.repeats
+    )
+    found = survey(sides[0].checkpoint, sides[1].checkpoint, ruleset)
+    parity = survey_document("reference", "candidate", found, ([], []), None)
+    written = median_cpu_seconds(lambda: pretty_json(parity).encode(), args.repeats)
+    # the least a JSON writer does: the C encoder, no indentation (a floor, not gates' format)
+    compact = median_cpu_seconds(lambda: json.dumps(parity, sort_keys=True), args.repeats)
+    on_disk = json.loads((ws / "outputs/surveys/structure-parity.json").read_text())
     return {
         "glm52_reference_tensors": len(reference),
         "glm52_candidate_tensors": len(candidate),
         "glm52_shards_per_side": len(list(folders[0].glob("*.safetensors"))),
-        "glm52_structural": survey_document["counts"]["structural"],
+        "glm52_structural": on_disk["counts"]["structural"],
         "glm52_text_output_lines": sum(len(chunk.splitlines()) for chunk in lines),
         "inventory_diff_cpu_seconds": round(ours, 2),
         "inventory_read_both_sides_cpu_seconds": round(reading, 2),
         "safe_open_listing_cpu_seconds": round(listed, 2),
+        "inventory_survey_cpu_seconds": round(surveyed, 2),
+        "inventory_write_json_cpu_seconds": round(written, 2),
+        "json_dumps_compact_cpu_seconds": round(compact, 2),
+        "inventory_read_both_sides_over_safe_open_listing": round(reading / listed, 2),
+        "inventory_survey_over_safe_open_listing": round(surveyed / listed, 2),
+        "inventory_write_json_over_safe_open_listing": round(written / listed, 2),
+        "json_dumps_compact_over_safe_open_listing": round(compact / listed, 2),
         "inventory_diff_over_safe_open_listing": round(ours / listed, 2),
     }
 
