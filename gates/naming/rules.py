@@ -257,12 +257,19 @@ def _fuse(
     target = compile_pattern(rule.target, constants)
     result = dict(nodes)
     ordered = sorted(nodes)
+    # every match binds the first source's placeholders: when they cover the other
+    # sources', those fill without `fill`'s check per match (else `fill` raises its error)
+    bound = set(sources[0].names)
+    fills = [
+        pattern.template.format_map if bound >= set(pattern.names) else pattern.fill
+        for pattern in sources
+    ]
     for index, found in _hits(sources[0], ordered):
         name = ordered[index]
         if name not in result:
             continue
         values = found.groupdict()
-        names = [pattern.fill(values) for pattern in sources]
+        names = [fill(values) for fill in fills]
         if not all(part in result for part in names):
             continue
         parts = tuple(result[part] for part in names)
