@@ -36,11 +36,17 @@ from common import median_seconds, report
 from glm52_keyset import load_config, paddle_keyset, reference_keyset, write_header_only
 from safetensors import safe_open
 
+from gates.canonical import pretty_json
 from gates.checkpoints.check import check_checkpoint
 from gates.checkpoints.digest import hash_shards
 from gates.checkpoints.layout import load_checkpoint
-from gates.commands.inventory import diff
+from gates.checkpoints.survey import Survey, _difference, survey
+from gates.commands.checkpoint import resolve_rules
+from gates.commands.inventory import collector_paused, diff, survey_document
+from gates.echo import Output
+from gates.engine.inputs import load_inputs
 from gates.hashing import StatCache
+from gates.naming.rules import _node
 from gates.workspace import open_workspace
 
 REPO = Path(__file__).resolve().parent.parent
@@ -200,7 +206,7 @@ def inventory(args: argparse.Namespace, root: Path) -> dict[str, object]:
     candidate = paddle_keyset(reference, mtp, drop_mtp_indexer=True)
     write_header_only(ws / "results/paddle/checkpoint", candidate)
     folders = [ws / "results/torch/checkpoint", ws / "results/paddle/checkpoint"]
-    opened = open_workspace(ws)
+    opened = load_inputs(open_workspace(ws))
     lines: list[str] = []
 
     def command() -> None:
@@ -212,8 +218,7 @@ def inventory(args: argparse.Namespace, root: Path) -> dict[str, object]:
             rules=None,
             output="outputs/surveys/structure-parity.receipt.json",
             cwd=ws,
-            as_json=False,
-            echo=lines.append,
+            out=Output("text", lines.append),
         )
 
     ours = median_cpu_seconds(command, args.repeats)
@@ -224,18 +229,49 @@ def inventory(args: argparse.Namespace, root: Path) -> dict[str, object]:
         args.repeats,
     )
     listed = median_cpu_seconds(lambda: listing(folders), args.repeats)
-    survey_document = json.loads((ws / "outputs/surveys/structure-parity.json").read_text())
+    sides = [check_checkpoint(f, "", cache=StatCache(None), hash_contents=False) for f in folders]
+    ruleset = resolve_rules(opened, None, ws)[0]
+    found = survey(sides[0].checkpoint, sides[1].checkpoint, ruleset)
+    with collector_paused():  # as the command runs it
+        surveyed = median_cpu_seconds(
+            lambda: survey(sides[0].checkpoint, sides[1].checkpoint, ruleset), args.repeats
+        )
+        # the least a survey hands over: a node per reference tensor and a difference per
+        # tensor the rules change, built as the survey builds them, no rule applied at all
+        names = list(sides[0].checkpoint.tensors)
+        objects = median_cpu_seconds(lambda: survey_objects(names, found), args.repeats)
+    parity = survey_document("reference", "candidate", found, ([], []), None)
+    written = median_cpu_seconds(lambda: pretty_json(parity).encode(), args.repeats)
+    # the least a JSON writer does: the C encoder, no indentation (a floor, not gates' format)
+    compact = median_cpu_seconds(lambda: json.dumps(parity, sort_keys=True), args.repeats)
+    on_disk = json.loads((ws / "outputs/surveys/structure-parity.json").read_text())
     return {
         "glm52_reference_tensors": len(reference),
         "glm52_candidate_tensors": len(candidate),
         "glm52_shards_per_side": len(list(folders[0].glob("*.safetensors"))),
-        "glm52_structural": survey_document["counts"]["structural"],
+        "glm52_structural": on_disk["counts"]["structural"],
         "glm52_text_output_lines": sum(len(chunk.splitlines()) for chunk in lines),
         "inventory_diff_cpu_seconds": round(ours, 2),
         "inventory_read_both_sides_cpu_seconds": round(reading, 2),
         "safe_open_listing_cpu_seconds": round(listed, 2),
+        "inventory_survey_cpu_seconds": round(surveyed, 2),
+        "survey_objects_floor_cpu_seconds": round(objects, 2),
+        "survey_objects_floor_over_safe_open_listing": round(objects / listed, 2),
+        "inventory_write_json_cpu_seconds": round(written, 2),
+        "json_dumps_compact_cpu_seconds": round(compact, 2),
+        "inventory_read_both_sides_over_safe_open_listing": round(reading / listed, 2),
+        "inventory_survey_over_safe_open_listing": round(surveyed / listed, 2),
+        "inventory_write_json_over_safe_open_listing": round(written / listed, 2),
+        "json_dumps_compact_over_safe_open_listing": round(compact / listed, 2),
         "inventory_diff_over_safe_open_listing": round(ours / listed, 2),
     }
+
+
+def survey_objects(names: list[str], survey_found: Survey) -> None:
+    nodes = {name: _node(name, "F32", (1,)) for name in sorted(names)}
+    tags, differences = ("rule",), survey_found.differences
+    made = [_difference("naming", d.reference or d.candidate, (), tags, "") for d in differences]
+    del nodes, made
 
 
 def main() -> int:

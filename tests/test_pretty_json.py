@@ -202,3 +202,42 @@ def test_what_json_dumps_refuses_is_refused(value: Any) -> None:
         expected(value)
     with pytest.raises((ValueError, TypeError)):
         pretty_json(value)
+
+
+def records(rng: random.Random) -> list[Any]:
+    """A list of flat records (the shape of a survey's differences), sometimes spoiled."""
+    strings = [a for a in ATOMS if isinstance(a, str)] + ["%s", "100%", "%(x)s"]
+    keys = rng.sample(["class", "reference", "%s", "é", "", "z\n", "b", "a"], rng.randint(1, 5))
+    kinds = {key: rng.random() < 0.5 for key in keys}  # a list column or a string column
+
+    def record() -> dict[str, Any]:
+        return {
+            key: rng.sample(strings, rng.randint(0, 3)) if kinds[key] else rng.choice(strings)
+            for key in keys
+        }
+
+    rows = [record() for _ in range(rng.randint(1, 6))]
+    spoil = rng.random()
+    if spoil < 0.1:
+        rows[-1] = dict(reversed(rows[-1].items()))  # the same keys in another order
+    elif spoil < 0.2:
+        rows[-1][keys[0]] = rng.choice([1, None, ("a",), Str("s"), [Str("s")], {"k": "v"}])
+    elif spoil < 0.3:
+        rows.append(rng.choice(["text", [], {}, {"other": "keys"}]))
+    return rows
+
+
+def test_lists_of_records_are_written_as_json_dumps_writes_them() -> None:
+    rng = random.Random(21)  # noqa: S311 - reproducible test inputs
+    for _ in range(3000):
+        value: Any = records(rng)
+        if rng.random() < 0.3:
+            value = {"differences": value, "format": "x"}
+        assert pretty_json(value) == expected(value)
+        for sort_keys in (False, True):
+            for ensure_ascii in (False, True):
+                assert indented_json(
+                    value, sort_keys=sort_keys, ensure_ascii=ensure_ascii
+                ) == json.dumps(
+                    value, indent=2, sort_keys=sort_keys, ensure_ascii=ensure_ascii, allow_nan=False
+                )

@@ -7,6 +7,7 @@ a full-size checkpoint read as a few dozen families with counts.
 
 from __future__ import annotations
 
+import re
 from collections import Counter, defaultdict
 from collections.abc import Iterable
 
@@ -22,14 +23,33 @@ def family(name: str) -> str:
     return ".".join(parts)
 
 
+# `family` for ASCII names, run over all of them at once: a number part after `layers`,
+# then after `experts`, then any other (the earlier ones are placeholders by then, as in
+# `family`, which looks at the part before as it has already been replaced)
+_NUMBER_PARTS = (
+    (re.compile(r"(?<=(?<![^.\n])layers\.)[0-9]+(?![^.\n])"), "{L}"),
+    (re.compile(r"(?<=(?<![^.\n])experts\.)[0-9]+(?![^.\n])"), "{E}"),
+    (re.compile(r"(?<![^.\n])[0-9]+(?![^.\n])"), "{N}"),
+)
+
+
+def families(names: list[str]) -> list[str]:
+    """`family` of each name: three substitutions over the names joined, where they are
+    ASCII (`str.isdigit` and `[0-9]` agree there) and hold no newline."""
+    joined = "\n".join(names)
+    if not names or not joined.isascii() or joined.count("\n") != len(names) - 1:
+        return list(map(family, names))
+    for pattern, placeholder in _NUMBER_PARTS:
+        joined = pattern.sub(placeholder, joined)
+    return joined.split("\n")
+
+
 def by_family(names: Iterable[str]) -> list[tuple[str, int, str]]:
     """(family, count, first name) for each family, largest first, then by family."""
-    counts: Counter[str] = Counter()
-    first: dict[str, str] = {}
-    for name in names:
-        key = family(name)
-        counts[key] += 1
-        first.setdefault(key, name)
+    listed = list(names)
+    keys = families(listed)
+    counts = Counter(keys)
+    first = dict(zip(reversed(keys), reversed(listed), strict=True))  # the first one wins
     return [
         (key, n, first[key]) for key, n in sorted(counts.items(), key=lambda kv: (-kv[1], kv[0]))
     ]
