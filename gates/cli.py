@@ -313,8 +313,7 @@ def check_loss(
         bit_exact=bit_exact,
         output=output,
         cwd=state.cwd(),
-        as_json=out.as_json,
-        echo=out.echo,
+        out=out,
     )
 
 
@@ -332,8 +331,7 @@ def check_determinism(state: State, runs: tuple[str, ...], output: str, out: Out
         runs,
         output=output,
         cwd=state.cwd(),
-        as_json=out.as_json,
-        echo=out.echo,
+        out=out,
     )
 
 

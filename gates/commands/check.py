@@ -6,7 +6,7 @@ from pathlib import Path
 
 from gates import exitcodes, progress
 from gates.checkers.outputs import receipt_binding, render_figures, write_checker_output
-from gates.echo import Echo, note
+from gates.echo import Output
 from gates.engine.audit import judge_workspace
 from gates.engine.inputs import AuditInputs
 from gates.errors import GatesError
@@ -66,11 +66,11 @@ def check_loss(
     bit_exact: bool,
     output: str,
     cwd: Path,
-    as_json: bool,
-    echo: Echo,
+    out: Output,
 ) -> int:
     """Compare two loss series bit by bit; exit 1 on a length mismatch or, with
     ``bit_exact``, when the required steps are not bit-identical."""
+    as_json, echo = out.as_json, out.echo
     workspace = audit.workspace
     ref_rel = _loss_path(workspace, reference, cwd)
     cand_rel = _loss_path(workspace, candidate, cwd)
@@ -96,7 +96,7 @@ def check_loss(
     echo(render_figures(figures, receipt, artifact, as_json=as_json))
     for series in (ref, cand):
         if series.rounded:
-            (note if as_json else echo)(
+            (out.note if as_json else echo)(
                 f"rounded=true: every value of {series.path} has 7 or fewer significant "
                 "digits; it is not bit-comparable"
             )
@@ -113,10 +113,10 @@ def check_determinism(
     *,
     output: str,
     cwd: Path,
-    as_json: bool,
-    echo: Echo,
+    out: Output,
 ) -> int:
     """Repeats of one side and profile: exit 1 unless every run is bit-identical."""
+    as_json, echo = out.as_json, out.echo
     workspace = audit.workspace
     if len(runs) < 2:
         raise GatesError("a determinism check needs at least two runs")
@@ -127,9 +127,7 @@ def check_determinism(
         for run in runs
     ]
     if all(is_dump(folder) for folder in folders):
-        return check_dump_determinism(
-            audit, runs, output=output, cwd=cwd, as_json=as_json, echo=echo
-        )
+        return check_dump_determinism(audit, runs, output=output, cwd=cwd, out=out)
     relpaths = [_loss_path(workspace, run, cwd) for run in runs]
     series = [read_losses(workspace.root / rel, rel) for rel in relpaths]
     result = compare_repeats(series)

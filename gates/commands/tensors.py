@@ -189,10 +189,10 @@ def check_dump_determinism(
     *,
     output: str,
     cwd: Path,
-    as_json: bool,
-    echo: Echo,
+    out: Output,
 ) -> int:
     """Repeats of one side: every dumped tensor of every repeat identical to the first's."""
+    as_json, echo = out.as_json, out.echo
     workspace = audit.workspace
     opened = [_open(workspace, run, cwd) for run in runs]
     dumps = [open_dump(path, rel) for rel, path in opened]

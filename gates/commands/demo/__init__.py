@@ -327,8 +327,7 @@ def _rerun(workspace: Workspace, echo: Echo) -> None:
         runs,
         output="outputs/determinism_check.receipt.json",
         cwd=root,
-        as_json=False,
-        echo=quiet.append,
+        out=Output("text", quiet.append),
     )
     check_loss(
         load_inputs(workspace),
@@ -338,8 +337,7 @@ def _rerun(workspace: Workspace, echo: Echo) -> None:
         bit_exact=True,
         output="experiments/e055-acceptance-oracle/checker_run.receipt.json",
         cwd=root,
-        as_json=False,
-        echo=quiet.append,
+        out=Output("text", quiet.append),
     )
     check_checkpoint(
         load_inputs(workspace),

@@ -88,8 +88,7 @@ def tensor_step(workspace: Workspace, echo: Echo, profile: dict[str, str]) -> No
             runs,
             output="outputs/tensor_determinism_check.receipt.json",
             cwd=workspace.root,
-            as_json=True,
-            echo=quiet.append,
+            out=Output("json", quiet.append),
         )
         repeats = _document(workspace, "outputs/tensor_determinism_check.json")
         echo(
