@@ -19,12 +19,19 @@ class DischargeStatus(StrEnum):
 @dataclass(frozen=True)
 class Criterion:
     """One yes/no finding of a contract, with a one-line detail either way; ``findings``
-    lists the items an unmet detail summarises, for reports that show them one by one."""
+    lists the items an unmet detail summarises, for reports that show them one by one.
+
+    ``files`` are the workspace files the criterion concerns (workspace-relative POSIX
+    paths, as the detail names them) and ``key`` the contract's TOML key it checks, if
+    any: reporters point at those (GitHub annotations) instead of reading the detail, which
+    is for people and may quote what an attacker wrote."""
 
     name: str
     met: bool
     detail: str
     findings: tuple[str, ...] = ()
+    files: tuple[str, ...] = ()
+    key: str | None = None
 
 
 def discharge_status(criteria: tuple[Criterion, ...]) -> DischargeStatus:

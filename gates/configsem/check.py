@@ -319,17 +319,15 @@ def _judged(rows: list[KeyResult]) -> list[KeyResult]:
 
 
 def _pinned(table: Table, official: OfficialConfig) -> Criterion:
+    name, files, key = "official_pinned", (official.path,), "official"
     if table.sha256 is None:
-        return Criterion(
-            "official_pinned", False, f"{official.path}: no sha256 pin (it is {official.sha256})"
-        )
+        detail = f"{official.path}: no sha256 pin (it is {official.sha256})"
+        return Criterion(name, False, detail, files=files, key=key)
     if table.sha256 != official.sha256:
-        return Criterion(
-            "official_pinned",
-            False,
-            f"{official.path}: sha256 {official.sha256} is not the pinned {table.sha256}",
-        )
-    return Criterion("official_pinned", True, f"{official.path}: sha256 {official.sha256}")
+        detail = f"{official.path}: sha256 {official.sha256} is not the pinned {table.sha256}"
+        return Criterion(name, False, detail, files=files, key=key)
+    detail = f"{official.path}: sha256 {official.sha256}"
+    return Criterion(name, True, detail, files=files, key=key)
 
 
 def _coverage(table: Table, official: OfficialConfig) -> Criterion:
@@ -475,25 +473,35 @@ def env_agreement(
     table: Table, official_sha256: str | None, env: list[tuple[str, dict[str, Any] | str]]
 ) -> Criterion:
     """Each env.json records the pinned revision and config sha256 (the file's, unpinned)."""
+    name, key = "env_agreement", "env"
     want_sha = table.sha256 or official_sha256
     if want_sha is None:
-        return Criterion("env_agreement", False, "not evaluated: no sha256 pin to compare with")
+        return Criterion(name, False, "not evaluated: no sha256 pin to compare with", key=key)
     want_revision = table.revision or None
-    problems = []
+    problems: list[tuple[str, str]] = []
     for path, document in env:
         if isinstance(document, str):
-            problems.append(f"{path}: {document}")
+            problems.append((path, f"{path}: {document}"))
             continue
         revision, sha = document.get("revision"), document.get("model_config_sha256")
         if revision != want_revision:
-            problems.append(f"{path}: revision {revision} is not the pinned {want_revision}")
+            problems.append(
+                (path, f"{path}: revision {revision} is not the pinned {want_revision}")
+            )
         if sha != want_sha:
-            problems.append(f"{path}: model_config_sha256 {sha} is not the pinned {want_sha}")
+            problems.append(
+                (path, f"{path}: model_config_sha256 {sha} is not the pinned {want_sha}")
+            )
     if problems:
-        return Criterion("env_agreement", False, "; ".join(problems[:SHOWN]))
+        shown = problems[:SHOWN]
+        files = tuple(dict.fromkeys(path for path, _ in shown))
+        detail = "; ".join(why for _, why in shown)
+        return Criterion(name, False, detail, files=files, key=key)
     return Criterion(
-        "env_agreement",
+        name,
         True,
         f"{len(env)} env.json record revision {want_revision} "
         f"and model_config_sha256 {want_sha[:12]}...",
+        files=tuple(path for path, _ in env),
+        key=key,
     )

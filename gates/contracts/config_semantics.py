@@ -50,9 +50,10 @@ def evaluate(context: EvaluationContext, raw: dict[str, Any]) -> list[Criterion]
         official = read_official(official_path, table.official)
     except GatesError as exc:
         unusable = f"not evaluated: {table.official} is unusable"
+        files = (table.official,)
         return [
-            Criterion("official_pinned", False, exc.one_line()),
-            *(Criterion(name, False, unusable) for name in _AFTER_OFFICIAL),
+            Criterion("official_pinned", False, exc.one_line(), files=files, key="official"),
+            *(Criterion(name, False, unusable, files=files) for name in _AFTER_OFFICIAL),
             env_agreement(table, None, read_env_files(root, table.env)),
         ]
     tree = Tree(root, context.workspace.config.evidence.locations)

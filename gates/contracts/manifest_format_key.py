@@ -49,7 +49,9 @@ def evaluate(context: EvaluationContext, raw: dict[str, Any]) -> list[Criterion]
         )
     ]
     criteria += [
-        Criterion(f"format:{f.path}", f.error is None, f.error or "supported format")
+        Criterion(
+            f"format:{f.path}", f.error is None, f.error or "supported format", files=(f.path,)
+        )
         for f in findings
     ]
     return criteria

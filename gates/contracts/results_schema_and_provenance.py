@@ -101,31 +101,41 @@ def _bound(relpath: str, receipts: tuple[Judgement, ...]) -> bool:
     )
 
 
-def side_problems(context: EvaluationContext, folder: str, files: tuple[str, ...]) -> list[str]:
-    """Every missing, invalid or unreceipted required file of one side."""
+def side_problems(
+    context: EvaluationContext, folder: str, files: tuple[str, ...]
+) -> list[tuple[str, str]]:
+    """Every missing, invalid or unreceipted required file of one side: (its path, why)."""
     root = context.workspace.root
     problems = []
     for name in files:
         relpath = f"{folder}/{name}"
         path = root / relpath
         if not path.is_file() or path.is_symlink():
-            problems.append(f"{relpath} is missing")
+            problems.append((relpath, f"{relpath} is missing"))
             continue
         problem = artifact_problem(KIND_BY_FILE_NAME[name], path, relpath)
         if problem:
-            problems.append(problem)
+            problems.append((relpath, problem))
         elif not _bound(relpath, context.receipts):
             problems.append(
-                f"{relpath} is not bound by an accepted receipt "
-                f"(gates receipt create --kind {KIND_BY_FILE_NAME[name].value} --subject {relpath})"
+                (
+                    relpath,
+                    f"{relpath} is not bound by an accepted receipt (gates receipt create "
+                    f"--kind {KIND_BY_FILE_NAME[name].value} --subject {relpath})",
+                )
             )
     return problems
 
 
 def _side(name: str, context: EvaluationContext, folder: str, files: tuple[str, ...]) -> Criterion:
     problems = side_problems(context, folder, files)
-    detail = "; ".join(problems) or f"{', '.join(files)} present, valid and receipted in {folder}/"
-    return Criterion(f"{name}_results_valid", not problems, detail)
+    detail = "; ".join(why for _, why in problems) or (
+        f"{', '.join(files)} present, valid and receipted in {folder}/"
+    )
+    named = (
+        tuple(path for path, _ in problems) if problems else tuple(f"{folder}/{n}" for n in files)
+    )
+    return Criterion(f"{name}_results_valid", not problems, detail, files=named, key=name)
 
 
 def declared_entrypoints(workspace: Workspace, params: Params) -> tuple[DeclaredEntrypoint, ...]:
@@ -154,7 +164,11 @@ def _entrypoints(context: EvaluationContext, params: Params) -> Criterion:
         f"reference: {' '.join(params.reference_entrypoint)}; "
         f"candidate: {' '.join(params.candidate_entrypoint)}"
     )
-    return Criterion("entrypoints_declared", not problems, detail)
+    failing = [entrypoint for entrypoint in declared if entrypoint.problems()]
+    scripts = (script for entrypoint in failing or declared for script in entrypoint.scripts)
+    key = f"{failing[0].side}_entrypoint" if failing else None
+    files = tuple(dict.fromkeys(scripts))
+    return Criterion("entrypoints_declared", not problems, detail, files=files, key=key)
 
 
 def _alignment(context: EvaluationContext, params: Params) -> Criterion:
@@ -165,7 +179,9 @@ def _alignment(context: EvaluationContext, params: Params) -> Criterion:
     detail = (
         f"formal_alignment_steps = {alignment.steps} / {params.required_steps}: {alignment.why}"
     )
-    return Criterion("formal_alignment_steps", met, detail)
+    return Criterion(
+        "formal_alignment_steps", met, detail, files=alignment.files, key="required_steps"
+    )
 
 
 def _outputs(context: EvaluationContext, kind: ArtifactKind) -> list[tuple[Judgement, BaseModel]]:
@@ -203,10 +219,10 @@ def _checkpoint_checks(context: EvaluationContext) -> list[tuple[Judgement, Chec
 
 
 def _repeats(context: EvaluationContext, params: Params) -> Criterion:
-    name = "candidate_repeats_identical"
+    name, key = "candidate_repeats_identical", "min_repeats"
     chosen = context.alignment.chosen if context.alignment else None
     if chosen is None:
-        return Criterion(name, False, "no formal candidate loss to back with repeats")
+        return Criterion(name, False, "no formal candidate loss to back with repeats", key=key)
     digest = chosen.candidate_series.digest()
     for judgement, output in _determinism_checks(context):
         if (
@@ -215,12 +231,15 @@ def _repeats(context: EvaluationContext, params: Params) -> Criterion:
             and len(output.runs) >= params.min_repeats
         ):
             runs = len(output.runs)
-            return Criterion(name, True, f"{runs} identical repeats in {judgement.path}")
+            detail = f"{runs} identical repeats in {judgement.path}"
+            return Criterion(name, True, detail, files=(judgement.path,), key=key)
     return Criterion(
         name,
         False,
         f"no formal determinism check shows {params.min_repeats} identical repeats of "
         f"{chosen.candidate_series.path} (gates check determinism RUN RUN ...)",
+        files=(chosen.candidate_series.path,),
+        key=key,
     )
 
 
@@ -251,21 +270,23 @@ def _checkpoint_hashes(context: EvaluationContext) -> Criterion:
     """A counting `gates check checkpoint --against` output with hash_match=true, whose
     claim the audit recomputes (digests through the stat cache, content through the naming
     rules in force) instead of believing it."""
-    name = "checkpoint_hash_match"
+    name, key = "checkpoint_hash_match", "checkpoint_hash_equal"
     for judgement, output in _checkpoint_checks(context):
         against = output.against
         if against is None or against.hash_match is not True:
             continue
         problem = _recomputed_pair_problem(context, output, against)
+        files = (judgement.path,)
         if problem:
-            return Criterion(name, False, f"{judgement.path}: {problem}")
+            return Criterion(name, False, f"{judgement.path}: {problem}", files=files, key=key)
         detail = f"hash_match=true after mapping, recomputed ({judgement.path})"
-        return Criterion(name, True, detail)
+        return Criterion(name, True, detail, files=files, key=key)
     return Criterion(
         name,
         False,
         "no formal checkpoint check with hash_match=true "
         "(gates check checkpoint CANDIDATE --against REFERENCE)",
+        key=key,
     )
 
 

@@ -24,6 +24,9 @@ def evaluate(context: EvaluationContext, params: dict[str, Any]) -> list[Criteri
         raise EvaluationError(f"takes no params, got {sorted(params)}")
     criteria = []
     for name, codes in CRITERIA.items():
-        messages = [r.message for r in context.freeze.reasons if r.code in codes]
-        criteria.append(Criterion(name, not messages, "; ".join(messages) or _MET[name]))
+        reasons = [r for r in context.freeze.reasons if r.code in codes]
+        messages = [r.message for r in reasons]
+        files = tuple(dict.fromkeys(path for r in reasons for path in r.paths))
+        detail = "; ".join(messages) or _MET[name]
+        criteria.append(Criterion(name, not messages, detail, files=files))
     return criteria

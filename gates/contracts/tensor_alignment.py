@@ -70,15 +70,17 @@ def _dump_criterion(side: str, folder: str, context: EvaluationContext) -> Crite
     counting = [e for e in mine if e.counts]
     name = f"{side}_dump_formal"
     if counting:
-        return Criterion(name, True, f"{counting[0].judgement.path} binds {prefix}")
+        path = counting[0].judgement.path
+        return Criterion(name, True, f"{path} binds {prefix}", files=(path,), key=side)
     if mine:
-        return Criterion(name, False, f"{mine[0].judgement.path}: {mine[0].reason}")
-    return Criterion(name, False, f"no tensor_dump receipt binds {prefix}")
+        path = mine[0].judgement.path
+        return Criterion(name, False, f"{path}: {mine[0].reason}", files=(path,), key=side)
+    return Criterion(name, False, f"no tensor_dump receipt binds {prefix}", key=side)
 
 
 def _equal(comparison: Comparison, steps: StepRange) -> tuple[Criterion, TensorFigures]:
     figures = tensor_figures(comparison, range(steps.first or 0, (steps.last or 0) + 1))
-    return Criterion("tensors_equal", comparison.aligned, figures.line()), figures
+    return Criterion("tensors_equal", comparison.aligned, figures.line(), key="steps"), figures
 
 
 def evaluate(context: EvaluationContext, raw: dict[str, Any]) -> Evaluation:
@@ -108,7 +110,7 @@ def evaluate(context: EvaluationContext, raw: dict[str, Any]) -> Evaluation:
     except GatesError as exc:
         count = (steps.last or 0) - (steps.first or 0) + 1
         figures = TensorFigures(0, count, f"not comparable: {exc.one_line()}")
-        criteria.append(Criterion("tensors_equal", False, figures.line()))
+        criteria.append(Criterion("tensors_equal", False, figures.line(), key="steps"))
         return Evaluation(criteria, figures)
     criterion, figures = _equal(comparison, steps)
     return Evaluation([*criteria, criterion], figures)

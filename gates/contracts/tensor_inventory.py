@@ -71,6 +71,8 @@ def _side_criteria(side: str, report: CheckpointReport) -> list[Criterion]:
     if not report.checkpoint.folder.is_dir():
         findings = [f"{report.path}: no checkpoint folder to inspect"]
     invalid = [f"{report.path}: {p}" for p in problems]
+    # an external checkpoint's files are not the workspace's
+    files = () if is_external(report.path) else [f"{report.path}/{f.file}" for f in report.hygiene]
     return [
         Criterion(
             f"{side}_valid",
@@ -78,12 +80,15 @@ def _side_criteria(side: str, report: CheckpointReport) -> list[Criterion]:
             "; ".join(invalid[:5])
             or f"{report.path}: {len(report.checkpoint.tensors)} tensors, valid",
             tuple(invalid),
+            key=side,
         ),
         Criterion(
             f"{side}_hygiene",
             not findings,
             "; ".join(findings[:5]) or "regular files only",
             tuple(findings),
+            files=tuple(dict.fromkeys(files[:5])),
+            key=side,
         ),
     ]
 
@@ -146,15 +151,17 @@ def _structure(
 
 
 def _hash_match(content: ContentComparison | None) -> Criterion:
+    key = "require_hash_match"
     if content is not None and content.hash_match:
-        return Criterion("hash_match", True, "content equal through the naming rules")
+        return Criterion("hash_match", True, "content equal through the naming rules", key=key)
     if content is None:
-        return Criterion("hash_match", False, "not comparable: the checkpoints were not hashed")
+        detail = "not comparable: the checkpoints were not hashed"
+        return Criterion("hash_match", False, detail, key=key)
     problems = [*content.problems, *(f"{name} differs" for name in content.unequal)]
     detail = "; ".join(problems[:5]) or (
         "tensors are missing on one side (explained or not): the content cannot match as a whole"
     )
-    return Criterion("hash_match", False, detail, tuple(problems))
+    return Criterion("hash_match", False, detail, tuple(problems), key=key)
 
 
 def evaluate(context: EvaluationContext, raw: dict[str, Any]) -> list[Criterion]:
@@ -173,7 +180,7 @@ def evaluate(context: EvaluationContext, raw: dict[str, Any]) -> list[Criterion]
     cache.save()
     paths = {"reference": params.reference, "candidate": params.candidate}
     unusable = [
-        Criterion(f"{side}_valid", False, f"{paths[side]}: {found}")
+        Criterion(f"{side}_valid", False, f"{paths[side]}: {found}", key=side)
         for side, found in sides.items()
         if isinstance(found, str)
     ]
@@ -187,7 +194,9 @@ def evaluate(context: EvaluationContext, raw: dict[str, Any]) -> list[Criterion]
         not_comparable = "not comparable until both checkpoints are valid"
         criteria.append(Criterion("no_structural_difference", False, not_comparable))
         if hashing:
-            criteria.append(Criterion("hash_match", False, not_comparable))
+            criteria.append(
+                Criterion("hash_match", False, not_comparable, key="require_hash_match")
+            )
         return criteria
     pair = compare_pair(reference, candidate, ruleset)
     absent = {item.name: item.justification for item in params.expected_absent}

@@ -275,9 +275,15 @@ def _with_evidence(context: EvaluationContext, evidence: tuple[Evidence, ...]) -
 
 
 def _error_result(
-    path: Path, spec: ContractSpec, name: str, detail: str, evidence: tuple[Evidence, ...] = ()
+    path: Path,
+    spec: ContractSpec,
+    name: str,
+    detail: str,
+    evidence: tuple[Evidence, ...] = (),
+    *,
+    files: tuple[str, ...] = (),
 ) -> ContractResult:
-    criteria = (Criterion(name, False, detail),)
+    criteria = (Criterion(name, False, detail, files=files),)
     return ContractResult(spec, path, DischargeStatus.ERROR, criteria, evidence)
 
 
@@ -298,7 +304,8 @@ def broken_file_result(error: ContractFileError, root: Path) -> ContractResult:
         profile={},
         params={},
     )
-    return _error_result(error.source, spec, "contract_file_valid", f"{relpath}: {error.message}")
+    detail = f"{relpath}: {error.message}"
+    return _error_result(error.source, spec, "contract_file_valid", detail, files=(relpath,))
 
 
 def alignment_for(

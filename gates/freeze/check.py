@@ -99,6 +99,8 @@ CRITERIA: dict[str, tuple[Reason, ...]] = {
 class FreezeReason:
     code: Reason
     message: str
+    #: the workspace paths the message names, for reports that point at them
+    paths: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -167,6 +169,11 @@ def _name_paths(paths: Iterable[str], limit: int = 5) -> str:
     return shown + (f" and {more} more" if more > 0 else "")
 
 
+def _named(paths: Iterable[str], limit: int = 5) -> tuple[str, ...]:
+    """The paths `_name_paths` names."""
+    return tuple(sorted(set(paths))[:limit])
+
+
 def parse_status(raw: bytes) -> list[tuple[str, str, str]]:
     """Porcelain v2 records as (kind, XY+submodule flags, path); renames give both paths."""
     records = raw.split(b"\0")
@@ -206,7 +213,7 @@ def worktree_reasons(raw_status: bytes, tree: SourceTree) -> list[FreezeReason]:
         Reason.SUBMODULE: "submodules with changes inside the source tree",
     }
     return [
-        FreezeReason(code, f"{wording[code]}: {_name_paths(paths)}")
+        FreezeReason(code, f"{wording[code]}: {_name_paths(paths)}", _named(paths))
         for code, paths in sorted(found.items())
     ]
 
@@ -238,6 +245,7 @@ def hidden_by_pre_commit(tree: SourceTree) -> list[FreezeReason]:
             "pre-commit stashed unstaged changes inside the source tree while hooks run "
             f"({_name_paths(hidden)}): the worktree only looks clean; commit or stash them, "
             "and run the strict check at pre-push and in CI",
+            _named(hidden),
         )
     ]
 
@@ -343,6 +351,7 @@ def evaluate_freeze(
                 Reason.CONCURRENT_WRITER,
                 "concurrent writer: the worktree changed between two reads "
                 f"({_name_paths(changed)}); stop the writer and rerun",
+                _named(changed),
             )
         )
     return FreezeReport(
@@ -448,6 +457,7 @@ def _tree_reasons(
             Reason.TREE_DIFFERS,
             f"HEAD's source tree differs from the pin's in {len(differing)} path(s): "
             f"{_name_paths(differing)}",
+            _named(differing),
         )
     ]
 
@@ -489,6 +499,7 @@ def local_state_reasons(
                 "git's index marks source paths assume-unchanged, so git status does not look "
                 f"at them: {_name_paths(assumed)}; run `git update-index "
                 "--no-assume-unchanged -- <path>`",
+                _named(assumed),
             )
         )
     skipped = [path for path in listing.skip_worktree if tree.contains(path)]
@@ -500,6 +511,7 @@ def local_state_reasons(
                 f"them out), so git status does not look at them: {_name_paths(skipped)}; run "
                 "`git update-index --no-skip-worktree -- <path>` (or `git sparse-checkout "
                 "disable`)",
+                _named(skipped),
             )
         )
     flagged = set(assumed) | set(skipped)
@@ -520,6 +532,7 @@ def local_state_reasons(
                 "untracked files inside the source tree hidden by ignore rules that are not "
                 "part of the pinned tree (.git/info/exclude, core.excludesFile, or an "
                 f"untracked .gitignore): {_name_paths(hidden)}; commit, move or delete them",
+                _named(hidden),
             )
         )
     return reasons
@@ -551,6 +564,7 @@ def _content_reasons(root: Path, unseen: list[str]) -> list[FreezeReason]:
                 "source files whose bytes on disk differ from HEAD's blobs while git's "
                 "clean/smudge or line-ending conversion makes them look unchanged: "
                 f"{', '.join(described[:5])}{where}; the freeze compares the bytes that run",
+                tuple(sorted(filtered)[:5]),
             )
         )
     if plain:
@@ -560,6 +574,7 @@ def _content_reasons(root: Path, unseen: list[str]) -> list[FreezeReason]:
                 "source files whose bytes differ from HEAD's blobs although git status does "
                 f"not show it (stale index stat data or fsmonitor state): {_name_paths(plain)}; "
                 "run `git update-index --really-refresh` and look at the change",
+                _named(plain),
             )
         )
     return reasons

@@ -67,7 +67,7 @@ def evaluate_freeze_at(root: Path, ref: str, worktree: FreezeSettings) -> Freeze
         pin_entries = entries if found.pin == commit else git.list_tree(root, found.pin)
         pin_digest = source_tree_digest(pin_entries, tree)
         reasons += [
-            FreezeReason(r.code, r.message.replace("HEAD's", f"{ref}'s", 1))
+            FreezeReason(r.code, r.message.replace("HEAD's", f"{ref}'s", 1), r.paths)
             for r in _tree_reasons(entries, pin_entries, tree)
         ]
         if config.freeze.strict and found.pin != commit:

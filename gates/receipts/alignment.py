@@ -43,6 +43,8 @@ class Alignment:
     replay: DetectionPower | None = None
     #: the sides ("reference", "candidate") with no counting loss receipt, as `why` says
     unformal_sides: tuple[str, ...] = ()
+    #: the workspace files `why` is about (receipts and their loss files), for reports
+    files: tuple[str, ...] = ()
 
     @property
     def chosen(self) -> Pair | None:
@@ -73,8 +75,12 @@ def _unformal(evidence: tuple[Evidence, ...], sides: dict[str, Side]) -> tuple[s
     )
 
 
-def _why_zero(evidence: tuple[Evidence, ...], sides: dict[str, Side]) -> str:
+def _why_zero(
+    evidence: tuple[Evidence, ...], sides: dict[str, Side]
+) -> tuple[str, tuple[str, ...]]:
+    """Why no pair counts, and the receipts (with their files) of the sides none counts of."""
     reasons = []
+    files: list[str] = []
     for name, side in sides.items():
         mine = [
             e
@@ -86,8 +92,12 @@ def _why_zero(evidence: tuple[Evidence, ...], sides: dict[str, Side]) -> str:
         if not mine:
             reasons.append(f"no {name} loss receipt ({side.framework.value}, under {side.folder}/)")
         elif not any(e.counts for e in mine):
-            reasons.append(f"no formal {name} loss: {mine[0].judgement.path}: {mine[0].reason}")
-    return "; ".join(reasons) or "no formal reference and candidate losses of the same profile"
+            judgement = mine[0].judgement
+            reasons.append(f"no formal {name} loss: {judgement.path}: {mine[0].reason}")
+            subjects = judgement.receipt.subjects if judgement.receipt else ()
+            files += [judgement.path, *(subject.path for subject in subjects)]
+    why = "; ".join(reasons) or "no formal reference and candidate losses of the same profile"
+    return why, tuple(dict.fromkeys(files))
 
 
 def _series(workspace: Workspace, judgement: Judgement) -> LossSeries:
@@ -133,7 +143,7 @@ def formal_alignment(
         for name, side in sides.items():
             if side.owns(receipt):
                 grouped[_profile_key(receipt)][name].append(item.judgement)
-    candidates: list[tuple[int, str, tuple[Pair, ...]]] = []
+    candidates: list[tuple[int, str, tuple[Pair, ...], tuple[str, ...]]] = []
     for profile, by_side in sorted(grouped.items()):
         if not by_side["reference"] or not by_side["candidate"]:
             continue
@@ -144,19 +154,19 @@ def formal_alignment(
                 for cand in by_side["candidate"]
             )
         except LossFileError as exc:
-            candidates.append((0, f"profile {_profile_text(profile)}: {exc.one_line()}", ()))
+            why = f"profile {_profile_text(profile)}: {exc.one_line()}"
+            candidates.append((0, why, (), (exc.file,) if exc.file else ()))
             continue
         candidates.append(_measure(profile, _distinct(pairs)))
     if not candidates:
-        return Alignment(
-            0, required, _why_zero(evidence, sides), unformal_sides=_unformal(evidence, sides)
-        )
-    steps, why, pairs = max(candidates, key=lambda item: item[0])
+        why, files = _why_zero(evidence, sides)
+        return Alignment(0, required, why, unformal_sides=_unformal(evidence, sides), files=files)
+    steps, why, pairs, files = max(candidates, key=lambda item: item[0])
     if 0 < required < steps:
         # the figure reads as a share of what the contract asks: never over 100 %
         why += f"; the contract asks {required}, so {required} / {required} are counted"
         steps = required
-    return Alignment(steps, required, why, pairs)
+    return Alignment(steps, required, why, pairs, files=files)
 
 
 def _distinct(pairs: tuple[Pair, ...]) -> tuple[Pair, ...]:
@@ -177,14 +187,17 @@ def _pair(workspace: Workspace, reference: Judgement, candidate: Judgement) -> P
 
 def _measure(
     profile: tuple[tuple[str, str], ...], pairs: tuple[Pair, ...]
-) -> tuple[int, str, tuple[Pair, ...]]:
+) -> tuple[int, str, tuple[Pair, ...], tuple[str, ...]]:
+    """The smallest prefix of the pairs, why, the pairs and the files the why names."""
     worst = min(pairs, key=lambda pair: pair.prefix)
     label = (
         f"{worst.reference.path} against {worst.candidate.path} (profile {_profile_text(profile)})"
     )
+    named = (worst.reference.path, worst.candidate.path)
     rounded = [p.path for p in (worst.reference_series, worst.candidate_series) if p.rounded]
     if rounded:
-        return 0, f"{label}: rounded losses are not bit-comparable: {', '.join(rounded)}", pairs
+        why = f"{label}: rounded losses are not bit-comparable: {', '.join(rounded)}"
+        return 0, why, pairs, (*named, *rounded)
     common = min(len(worst.reference_series), len(worst.candidate_series))
     if worst.prefix == common:
         detail = f"bit-identical for all {common} common steps"
@@ -194,4 +207,4 @@ def _measure(
         )
     if len(pairs) > 1:
         detail += f" (smallest of {len(pairs)} formal pairs)"
-    return worst.prefix, f"{label}: {detail}", pairs
+    return worst.prefix, f"{label}: {detail}", pairs, named

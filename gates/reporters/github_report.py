@@ -4,10 +4,11 @@
 `::warning` for unmet non-blocking or waived contracts, and one `::notice`
 with the verdict. Each annotation names a file and a line, so GitHub shows it
 in the PR's diff: a contract's annotation points at the line of its TOML that
-holds the first unmet criterion's key (else the `id` line); an unmet criterion
-whose detail names a file of the workspace gets one more annotation on that
-file; a rejected receipt is annotated on the receipt. Values are escaped as the
-workflow-command syntax requires.
+holds the first unmet criterion's key (`Criterion.key`, else the `id` line);
+an unmet criterion gets one more annotation on each workspace file it names in
+`Criterion.files` (never on a path its detail merely mentions: a detail may
+quote evidence an attacker wrote); a rejected receipt is annotated on the
+receipt. Values are escaped as the workflow-command syntax requires.
 
 `write_step_summary` appends the PR status block to `$GITHUB_STEP_SUMMARY`
 (the job summary page), which `gates audit --format github` does when the
@@ -18,7 +19,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 
 from gates.contracts.model import ContractResult
 from gates.criteria import Criterion, DischargeStatus
@@ -28,8 +29,6 @@ from gates.receipts.verify import Status
 from gates.reporters.status_md import render as render_status_block
 
 SUMMARY_VARIABLE = "GITHUB_STEP_SUMMARY"
-# a workspace path at the start of a detail or after "name:" (results/torch/loss.json: ...)
-_PATH = re.compile(r"(?:^|[\s:])((?:[\w.-]+/)*[\w.-]+\.[A-Za-z0-9]+)(?=[:\s,;]|$)")
 
 
 def _escape(text: str) -> str:
@@ -72,23 +71,26 @@ def key_line(text: str, names: list[str]) -> int | None:
     return None
 
 
-def _criterion_keys(criterion: Criterion) -> list[str]:
-    """Keys a criterion may be declared under: its name, then its words (min_steps: steps)."""
-    parts = [p for p in re.split(r"[_:]", criterion.name) if len(p) > 3]
-    return [criterion.name, *parts]
+def _workspace_file(root: Path, given: str) -> str | None:
+    """``given`` as a workspace-relative path of a regular file inside ``root``, else None.
+
+    A criterion's files come from evidence (a receipt's subjects, a manifest's path), which
+    an attacker can write: no absolute path, no `..`, no symlink anywhere on the way."""
+    relpath = PurePosixPath(given.removeprefix("./"))
+    if relpath.is_absolute() or ".." in relpath.parts or not relpath.parts:
+        return None
+    path = root
+    for part in relpath.parts:
+        path /= part
+        if path.is_symlink():
+            return None
+    return relpath.as_posix() if path.is_file() else None
 
 
 def files_named(audit: AuditResult, criterion: Criterion) -> list[str]:
-    """Workspace files (regular, inside the root) that an unmet criterion's text names."""
-    found: list[str] = []
-    for match in _PATH.finditer(f"{criterion.name}: {criterion.detail}"):
-        relpath = match.group(1).removeprefix("./")
-        candidate = audit.root / relpath
-        if relpath in found or relpath.startswith("/") or ".." in Path(relpath).parts:
-            continue
-        if candidate.is_file() and not candidate.is_symlink():
-            found.append(relpath)
-    return found
+    """The workspace files (regular, inside the root) a criterion names in ``files``."""
+    found = (_workspace_file(audit.root, given) for given in criterion.files)
+    return list(dict.fromkeys(relpath for relpath in found if relpath is not None))
 
 
 def _contract_lines(audit: AuditResult, result: ContractResult) -> list[str]:
@@ -97,8 +99,8 @@ def _contract_lines(audit: AuditResult, result: ContractResult) -> list[str]:
     message = f"{result.status.value}: {message} (discharge: {result.spec.discharge})"
     level = "error" if result.blocks(audit.today) else "warning"
     text = _contract_text(audit, result)
-    keys = _criterion_keys(unmet[0]) if unmet else []
-    line = key_line(text, keys) if text is not None else None
+    key = unmet[0].key if unmet else None
+    line = key_line(text, [key] if key else []) if text is not None else None
     source = audit.relative(result.source)
     lines = [_command(level, result.spec.id, message, source, line)]
     for criterion in unmet:
