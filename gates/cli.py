@@ -14,11 +14,10 @@ from typing import TYPE_CHECKING, Any, NoReturn, TypeVar
 import click
 
 from gates import __version__, exitcodes
-from gates.cli_options import _echo, format_option
+from gates.cli_options import _echo, format_option, rendered_by
 from gates.echo import Output
 from gates.errors import GatesError
 from gates.receipts.kinds import ArtifactKind, EvidenceClass, Framework
-from gates.reporters.formats import FORMATS
 from gates.workspace import Workspace, open_workspace
 
 if TYPE_CHECKING:
@@ -105,7 +104,7 @@ _VERIFY_ALL = click.option(
 
 
 @cli.command()
-@format_option(tuple(FORMATS), "text")
+@rendered_by("gates.commands.audit:RENDERERS", "text")
 @_VERIFY_ALL
 @pass_state
 def audit(state: State, out: Output, verify_all: bool) -> int:
@@ -627,7 +626,7 @@ def replay(
     default=None,
     help="Ledger rows to print (default: the required steps; 0: all).",
 )
-@_FORMAT
+@rendered_by("gates.commands.steps:RENDERERS", "text")
 @pass_state
 def steps(state: State, limit: int | None, out: Output) -> int:
     """formal_alignment_steps = N / required, why, and the per-step ledger."""
@@ -656,7 +655,7 @@ def status(state: State, out: Output, lang: str, pr_body: Path | None) -> int:
 
 @cli.command()
 @click.argument("contract_id", metavar="ID")
-@_FORMAT
+@rendered_by("gates.commands.explain:RENDERERS", "text")
 @pass_state
 def explain(state: State, contract_id: str, out: Output) -> int:
     """One contract: each criterion now, and the commands that would discharge it."""
