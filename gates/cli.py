@@ -151,7 +151,7 @@ _FORMAT = format_option(("text", "json"), "text")
 
 
 @freeze.command("show")
-@_FORMAT
+@rendered_by("gates.commands.freeze:RENDERERS", "text")
 @pass_state
 def freeze_show(state: State, out: Output) -> int:
     """Print verdict=pass|blocked and one reason a line."""
@@ -257,7 +257,7 @@ def receipt_create(
 
 @receipt.command("verify")
 @click.argument("paths", nargs=-1, required=True)
-@_FORMAT
+@rendered_by("gates.commands.receipt:VERIFY_RENDERERS", "text")
 @pass_state
 def receipt_verify(state: State, paths: tuple[str, ...], out: Output) -> int:
     """Re-judge receipts as the audit would; exit 1 when any is rejected."""
@@ -268,7 +268,7 @@ def receipt_verify(state: State, paths: tuple[str, ...], out: Output) -> int:
 
 @receipt.command("show")
 @click.argument("path")
-@_FORMAT
+@rendered_by("gates.commands.receipt:SHOW_RENDERERS", "text")
 @pass_state
 def receipt_show(state: State, path: str, out: Output) -> int:
     """Print one receipt."""
@@ -290,7 +290,7 @@ def check() -> None:
     "--bit-exact", is_flag=True, help="Exit 1 unless the required steps are bit-identical."
 )
 @_output("outputs/loss_check.receipt.json")
-@_FORMAT
+@rendered_by("gates.commands.check:RENDERERS", "text")
 @pass_state
 def check_loss(
     state: State,
@@ -319,7 +319,7 @@ def check_loss(
 @check.command("determinism")
 @click.argument("runs", nargs=-1, required=True)
 @_output("outputs/determinism_check.receipt.json")
-@_FORMAT
+@rendered_by("gates.commands.check:RENDERERS", "text")
 @pass_state
 def check_determinism(state: State, runs: tuple[str, ...], output: str, out: Output) -> int:
     """Repeats of one side and profile: are all RUNS bit-identical?"""
@@ -347,7 +347,7 @@ def check_determinism(state: State, runs: tuple[str, ...], output: str, out: Out
     help="Only this phase (repeatable); a phase given must be dumped.",
 )
 @_output("outputs/tensor_check.receipt.json")
-@_FORMAT
+@rendered_by("gates.commands.tensors:RENDERERS", "text")
 @pass_state
 def check_tensors(
     state: State,
@@ -566,7 +566,7 @@ def inventory() -> None:
 @click.argument("candidate")
 @_RULES
 @_output("outputs/surveys/structure-parity.receipt.json")
-@_FORMAT
+@rendered_by("gates.commands.inventory:RENDERERS", "text")
 @pass_state
 def inventory_diff(
     state: State, reference: str, candidate: str, rules: str | None, output: str, out: Output
@@ -636,7 +636,7 @@ def steps(state: State, limit: int | None, out: Output) -> int:
 
 
 @cli.command()
-@format_option(("markdown", "json"), "markdown")
+@rendered_by("gates.commands.status:RENDERERS", "markdown")
 @click.option("--lang", type=click.Choice(["en", "zh"]), default="en", show_default=True)
 @click.option(
     "--pr-body",
@@ -671,7 +671,7 @@ def claims() -> None:
 
 @claims.command("check")
 @click.argument("file", type=click.Path(dir_okay=False, path_type=Path))
-@_FORMAT
+@rendered_by("gates.commands.claims:RENDERERS", "text")
 @pass_state
 def claims_check(state: State, file: Path, out: Output) -> int:
     """List every figure FILE claims that no accepted receipt or checker output backs."""
