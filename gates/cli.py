@@ -499,7 +499,7 @@ def check_checkpoint(
     help="An env.json whose revision and model_config_sha256 must be the pins (repeatable).",
 )
 @_output("outputs/config_check.receipt.json")
-@_FORMAT
+@rendered_by("gates.commands.config_check:RENDERERS", "text")
 @pass_state
 def check_config(
     state: State,
@@ -538,7 +538,7 @@ def probe() -> None:
     "--tensor", "tensors", multiple=True, metavar="NAME", help="Probe this tensor (repeatable)."
 )
 @_output("outputs/consumption_probe.receipt.json")
-@_FORMAT
+@rendered_by("gates.commands.probe:RENDERERS", "text")
 @pass_state
 def probe_consumed(
     state: State, entry: str, tensors: tuple[str, ...], output: str, out: Output
@@ -783,7 +783,7 @@ def run(
 
 
 @cli.command("evidence")
-@_FORMAT
+@rendered_by("gates.commands.evidence:RENDERERS", "text")
 @pass_state
 def evidence_list(state: State, out: Output) -> int:
     """Every piece of evidence the policy asks for: missing, stale, probe or formal, and the
@@ -796,7 +796,7 @@ def evidence_list(state: State, out: Output) -> int:
 
 @cli.command()
 @click.option("--dry-run", is_flag=True, help="Only list the commands that would run.")
-@_FORMAT
+@rendered_by("gates.commands.evidence:REFRESH_RENDERERS", "text")
 @pass_state
 def refresh(state: State, dry_run: bool, out: Output) -> int:
     """Re-run the stale checkers from their recorded inputs (never the training runs)."""
