@@ -597,7 +597,7 @@ def inventory_diff(
 )
 @click.option("--window", "explicit", multiple=True, metavar="FIRST:LAST", help="Also replay this.")
 @click.option("--timeout", type=float, default=600.0, show_default=True, help="Seconds a window.")
-@_FORMAT
+@rendered_by("gates.commands.replay:RENDERERS", "text")
 @pass_state
 def replay(
     state: State,
@@ -858,7 +858,7 @@ def attest() -> None:
     metavar="URL",
     help="The repository as others clone it (default: the URL of the remote origin).",
 )
-@_FORMAT
+@rendered_by("gates.commands.attest:EXPORT_RENDERERS", "text")
 @pass_state
 def attest_export(
     state: State, folder: Path, key_path: Path | None, resource_uri: str | None, out: Output

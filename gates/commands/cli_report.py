@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Protocol
 
 import click
 
-from gates.cli_options import format_option
+from gates.cli_options import format_option, rendered_by
 from gates.echo import Output
 
 if TYPE_CHECKING:
@@ -41,7 +41,7 @@ FORMAT = format_option(("text", "json"), "text")
     help="The trust file to verify with (default: gates --trust, then GATES_TRUST).",
 )
 @click.option("--expect-pass", is_flag=True, help="Also fail unless the VSA says PASSED.")
-@FORMAT
+@rendered_by("gates.commands.attest:VERIFY_RENDERERS", "text")
 @click.pass_obj
 def attest_verify(
     state: State, folder: Path, trust_path: Path | None, expect_pass: bool, out: Output
@@ -90,7 +90,7 @@ def report(state: State, folder: Path, history_range: str | None, out: Output) -
     help="Sign notes with this key (default: GATES_SIGNING_KEY).",
 )
 @click.option("--max-count", "depth", default=50, show_default=True, help="Without RANGE.")
-@FORMAT
+@rendered_by("gates.commands.history:RENDERERS", "text")
 @click.pass_obj
 def history(
     state: State,
