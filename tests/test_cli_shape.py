@@ -1,0 +1,215 @@
+"""The command line's shape: a command computes a typed result, a map from format to
+renderer formats it, and the `--format` choices are that map's keys.
+
+Every command whose `--format` reads a renderer map shows exactly its keys in `--help`;
+every map in gates/commands/ is one a command reads. The renderers are pure: the same
+result renders to the same text twice, and again after the workspace is deleted (they read
+no file), and what they render is what the command prints.
+"""
+
+from __future__ import annotations
+
+import importlib
+import json
+import re
+import shutil
+from collections.abc import Callable, Iterator, Mapping
+from pathlib import Path
+from typing import Any
+
+import click
+import pytest
+
+from gates.cli import cli
+from gates.cli_options import RendererChoice
+from gates.commands import attest, check, evidence, explain, history, receipt, status, steps
+from gates.commands import claims as claims_command
+from gates.engine.audit import run_audit
+from gates.engine.inputs import load_inputs
+from gates.freeze.check import evaluate_freeze
+from gates.reporters.verify_export import verify_export
+from gates.workspace import open_workspace
+from tests.helpers import GLM_PROFILE, RUN_ENV, Workspace, profile_args, run_gates, write
+from tests.lossgen import train_losses, write_loss_json
+
+COMMANDS = Path(__file__).resolve().parent.parent / "gates" / "commands"
+
+#: The audit's GitHub annotations still find the files an unmet criterion names in its
+#: detail (docs/architecture.md): the one renderer that may read a file.
+READS_FILES = {("audit", "github")}
+
+
+def _commands(
+    group: click.Group, path: tuple[str, ...] = ()
+) -> Iterator[tuple[tuple[str, ...], click.Command]]:
+    for name, command in sorted(group.commands.items()):
+        if isinstance(command, click.Group):
+            yield from _commands(command, (*path, name))
+        else:
+            yield (*path, name), command
+
+
+def _renderer_choices() -> dict[tuple[str, ...], RendererChoice]:
+    found = {}
+    for path, command in _commands(cli):
+        for param in command.params:
+            if param.name == "out" and isinstance(param.type, RendererChoice):
+                found[path] = param.type
+    return found
+
+
+def _renderers(where: str) -> Mapping[str, Callable[[Any], str]]:
+    module, _, attribute = where.partition(":")
+    renderers: Mapping[str, Callable[[Any], str]] = getattr(
+        importlib.import_module(module), attribute
+    )
+    return renderers
+
+
+def test_help_offers_exactly_the_renderers_keys(capsys: pytest.CaptureFixture[str]) -> None:
+    choices = _renderer_choices()
+    assert len(choices) >= 20, sorted(choices)
+    for path, choice in choices.items():
+        shown = run_gates(capsys, *path, "--help")
+        assert shown.code == 0, shown.err
+        offered = re.search(r"--format \[([a-z|]+)\]", shown.out)
+        assert offered is not None, (path, shown.out)
+        keys = _renderers(choice.where)
+        assert offered.group(1).split("|") == sorted(keys), path
+
+
+def test_every_renderer_map_is_one_a_command_reads() -> None:
+    read = {choice.where for choice in _renderer_choices().values()}
+    # `check determinism` renders dumps' repeats with this map: the same names as the loss one
+    read.add("gates.commands.tensors:DETERMINISM_RENDERERS")
+    defined = set()
+    for source in sorted(COMMANDS.glob("*.py")):
+        for name in re.findall(r"^([A-Z_]*RENDERERS)\b", source.read_text(), re.MULTILINE):
+            defined.add(f"gates.commands.{source.stem}:{name}")
+    assert defined == read
+    keys = set(_renderers("gates.commands.check:RENDERERS"))
+    assert set(_renderers("gates.commands.tensors:DETERMINISM_RENDERERS")) == keys
+
+
+def test_a_format_no_renderer_has_is_refused(capsys: pytest.CaptureFixture[str]) -> None:
+    refused = run_gates(capsys, "explain", "x", "--format", "markdown")
+    assert refused.code == 2
+    assert "'markdown' is not one of 'json', 'text'" in refused.err
+
+
+def _record(
+    ws: Workspace, capsys: pytest.CaptureFixture[str], framework: str, first: float
+) -> None:
+    write_loss_json(ws.root / f"results/{framework}/loss.json", [first, *train_losses(9)])
+    write(ws.root, f"results/{framework}/env.json", json.dumps({"framework": framework, **RUN_ENV}))
+    for kind, name in (("loss", "loss.json"), ("env", "env.json")):
+        created = ws.gates(
+            capsys,
+            "receipt",
+            "create",
+            "--kind",
+            kind,
+            "--subject",
+            f"results/{framework}/{name}",
+            "--framework",
+            framework,
+            *profile_args(GLM_PROFILE),
+        )
+        assert created.code == 0, created.err
+
+
+def _results(ws: Workspace, claims: Path, exported: Path) -> dict[tuple[str, str], object]:
+    """Each converted command's result, computed as the command computes it."""
+    inputs = load_inputs(open_workspace(ws.root))
+    root = inputs.workspace.root
+    anchors = inputs.policy.anchors
+    loss = ("results/torch/loss.json", "results/paddle/loss.json")
+    found = attest.exported_to(inputs, exported, key_path=None, resource_uri="https://x.invalid/r")
+    return {
+        ("audit", "gates.commands.audit:RENDERERS"): run_audit(inputs),
+        ("steps", "gates.commands.steps:RENDERERS"): steps.steps_report(inputs, None),
+        ("explain", "gates.commands.explain:RENDERERS"): explain.explanation(inputs, "results"),
+        ("status", "gates.commands.status:RENDERERS"): status.status_report(
+            inputs, "en", figures=True
+        ),
+        ("freeze show", "gates.commands.freeze:RENDERERS"): evaluate_freeze(
+            root, inputs.workspace.config
+        ),
+        ("evidence", "gates.commands.evidence:RENDERERS"): evidence.EvidenceList(
+            tuple(evidence.evidence_items(inputs))
+        ),
+        ("refresh", "gates.commands.evidence:REFRESH_RENDERERS"): evidence.refreshed(
+            inputs, dry_run=True, global_options=()
+        ),
+        ("claims check", "gates.commands.claims:RENDERERS"): claims_command.claims_report(
+            inputs, claims
+        ),
+        ("receipt verify", "gates.commands.receipt:VERIFY_RENDERERS"): receipt.verdicts(
+            inputs, ("results/torch/loss.receipt.json",), cwd=root
+        ),
+        ("receipt show", "gates.commands.receipt:SHOW_RENDERERS"): receipt.shown(
+            inputs.workspace, "results/torch/loss.receipt.json", cwd=root
+        ),
+        ("history", "gates.commands.history:RENDERERS"): history.listing(
+            root, anchors, None, step=1, depth=5
+        ),
+        ("check loss", "gates.commands.check:RENDERERS"): check.loss_check(
+            inputs,
+            *loss,
+            required_steps=5,
+            bit_exact=False,
+            output="outputs/l.receipt.json",
+            cwd=root,
+        ),
+        ("check determinism", "gates.commands.check:RENDERERS"): check.determinism_check(
+            inputs, loss, output="outputs/d.receipt.json", cwd=root
+        ),
+        ("attest export", "gates.commands.attest:EXPORT_RENDERERS"): found,
+        ("attest verify", "gates.commands.attest:VERIFY_RENDERERS"): attest.Verified(
+            verify_export(exported, anchors), anchors.source, True
+        ),
+    }
+
+
+#: The read-only commands whose printout is compared with the renderer's text.
+PRINTED = {
+    "audit": ("audit",),
+    "steps": ("steps",),
+    "explain": ("explain", "results"),
+    "status": ("status",),
+    "freeze show": ("freeze", "show"),
+    "evidence": ("evidence",),
+    "refresh": ("refresh", "--dry-run"),
+    "receipt verify": ("receipt", "verify", "results/torch/loss.receipt.json"),
+    "receipt show": ("receipt", "show", "results/torch/loss.receipt.json"),
+    "history": ("history", "--step", "1", "--max-count", "5"),
+}
+
+
+def test_renderers_are_pure_and_print_what_the_command_prints(
+    ws: Workspace, capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    _record(ws, capsys, "torch", 11.821396827697754)
+    _record(ws, capsys, "paddle", 11.811029434204102)
+    claims = tmp_path / "pr.md"
+    claims.write_text("formal_alignment_steps = 100 / 100, loss 11.811029434204102\n")
+    results = _results(ws, claims, tmp_path / "exported")
+    rendered: dict[tuple[str, str], str] = {}
+    for (command, where), result in results.items():
+        for name, render in _renderers(where).items():
+            text = render(result)
+            assert render(result) == text, (command, name)
+            if name == "json":
+                json.loads(text)  # exactly one document
+            rendered[(command, name)] = text
+    for command, args in PRINTED.items():
+        for name in ("text", "markdown", "json"):
+            if (command, name) in rendered:
+                printed = ws.gates(capsys, *args, "--format", name)
+                assert printed.out == rendered[(command, name)] + "\n", (command, name)
+    shutil.rmtree(ws.root)
+    shutil.rmtree(tmp_path / "exported")
+    for (command, where), result in results.items():
+        for name, render in _renderers(where).items():
+            if (command, name) not in READS_FILES:
+                assert render(result) == rendered[(command, name)], (command, name)
