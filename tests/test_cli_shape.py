@@ -123,7 +123,6 @@ def _results(ws: Workspace, claims: Path, exported: Path) -> dict[tuple[str, str
     inputs = load_inputs(open_workspace(ws.root))
     root = inputs.workspace.root
     anchors = inputs.policy.anchors
-    loss = ("results/torch/loss.json", "results/paddle/loss.json")
     found = attest.exported_to(inputs, exported, key_path=None, resource_uri="https://x.invalid/r")
     return {
         ("audit", "gates.commands.audit:RENDERERS"): run_audit(inputs),
@@ -153,6 +152,19 @@ def _results(ws: Workspace, claims: Path, exported: Path) -> dict[tuple[str, str
         ("history", "gates.commands.history:RENDERERS"): history.listing(
             root, anchors, None, step=1, depth=5
         ),
+        ("attest export", "gates.commands.attest:EXPORT_RENDERERS"): found,
+        ("attest verify", "gates.commands.attest:VERIFY_RENDERERS"): attest.Verified(
+            verify_export(exported, anchors), anchors.source, True
+        ),
+    }
+
+
+def _checked(ws: Workspace) -> dict[tuple[str, str], object]:
+    """The checkers' results (each writes its output and receipt: after the others)."""
+    inputs = load_inputs(open_workspace(ws.root))
+    root = inputs.workspace.root
+    loss = ("results/torch/loss.json", "results/paddle/loss.json")
+    return {
         ("check loss", "gates.commands.check:RENDERERS"): check.loss_check(
             inputs,
             *loss,
@@ -163,10 +175,6 @@ def _results(ws: Workspace, claims: Path, exported: Path) -> dict[tuple[str, str
         ),
         ("check determinism", "gates.commands.check:RENDERERS"): check.determinism_check(
             inputs, loss, output="outputs/d.receipt.json", cwd=root
-        ),
-        ("attest export", "gates.commands.attest:EXPORT_RENDERERS"): found,
-        ("attest verify", "gates.commands.attest:VERIFY_RENDERERS"): attest.Verified(
-            verify_export(exported, anchors), anchors.source, True
         ),
     }
 
@@ -194,6 +202,12 @@ def test_renderers_are_pure_and_print_what_the_command_prints(
     claims = tmp_path / "pr.md"
     claims.write_text("formal_alignment_steps = 100 / 100, loss 11.811029434204102\n")
     results = _results(ws, claims, tmp_path / "exported")
+    for command, args in PRINTED.items():
+        key = next(key for key in results if key[0] == command)
+        for name, render in _renderers(key[1]).items():
+            printed = ws.gates(capsys, *args, "--format", name)
+            assert printed.out == render(results[key]) + "\n", (command, name)
+    results |= _checked(ws)
     rendered: dict[tuple[str, str], str] = {}
     for (command, where), result in results.items():
         for name, render in _renderers(where).items():
@@ -202,11 +216,6 @@ def test_renderers_are_pure_and_print_what_the_command_prints(
             if name == "json":
                 json.loads(text)  # exactly one document
             rendered[(command, name)] = text
-    for command, args in PRINTED.items():
-        for name in ("text", "markdown", "json"):
-            if (command, name) in rendered:
-                printed = ws.gates(capsys, *args, "--format", name)
-                assert printed.out == rendered[(command, name)] + "\n", (command, name)
     shutil.rmtree(ws.root)
     shutil.rmtree(tmp_path / "exported")
     for (command, where), result in results.items():
