@@ -409,7 +409,7 @@ def check_tensors(
 )
 @_VERIFY_ALL
 @_output("outputs/checkpoint_check.receipt.json")
-@_FORMAT
+@rendered_by("gates.checkers.checkpoint_output:RENDERERS", "text")
 @pass_state
 def check_checkpoint(
     state: State,

@@ -2,9 +2,9 @@
 renderer formats it, and the `--format` choices are that map's keys.
 
 Every command whose `--format` reads a renderer map shows exactly its keys in `--help`;
-every map in gates/commands/ is one a command reads. The renderers are pure: the same
-result renders to the same text twice, and again after the workspace is deleted (they read
-no file), and what they render is what the command prints.
+every map in gates/commands/ and gates/checkers/ is one a command reads. The renderers
+are pure: the same result renders to the same text twice, and again after the workspace
+is deleted (they read no file), and what they render is what the command prints.
 """
 
 from __future__ import annotations
@@ -32,7 +32,7 @@ from gates.workspace import open_workspace
 from tests.helpers import GLM_PROFILE, RUN_ENV, Workspace, profile_args, run_gates, write
 from tests.lossgen import train_losses, write_loss_json
 
-COMMANDS = Path(__file__).resolve().parent.parent / "gates" / "commands"
+GATES = Path(__file__).resolve().parent.parent / "gates"
 
 #: The audit's GitHub annotations still find the files an unmet criterion names in its
 #: detail (docs/architecture.md): the one renderer that may read a file.
@@ -83,9 +83,10 @@ def test_every_renderer_map_is_one_a_command_reads() -> None:
     # `check determinism` renders dumps' repeats with this map: the same names as the loss one
     read.add("gates.commands.tensors:DETERMINISM_RENDERERS")
     defined = set()
-    for source in sorted(COMMANDS.glob("*.py")):
-        for name in re.findall(r"^([A-Z_]*RENDERERS)\b", source.read_text(), re.MULTILINE):
-            defined.add(f"gates.commands.{source.stem}:{name}")
+    for folder in ("commands", "checkers"):
+        for source in sorted((GATES / folder).glob("*.py")):
+            for name in re.findall(r"^([A-Z_]*RENDERERS)\b", source.read_text(), re.MULTILINE):
+                defined.add(f"gates.{folder}.{source.stem}:{name}")
     assert defined == read
     keys = set(_renderers("gates.commands.check:RENDERERS"))
     assert set(_renderers("gates.commands.tensors:DETERMINISM_RENDERERS")) == keys
