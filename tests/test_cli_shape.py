@@ -18,19 +18,37 @@ from pathlib import Path
 from typing import Any
 
 import click
+import numpy as np
 import pytest
 
+from gates.checkers import checkpoint_output
 from gates.cli import cli
 from gates.cli_options import RendererChoice
-from gates.commands import attest, check, evidence, explain, history, receipt, status, steps
+from gates.commands import (
+    attest,
+    check,
+    checkpoint,
+    evidence,
+    explain,
+    history,
+    inventory,
+    receipt,
+    status,
+    steps,
+    tensors,
+)
 from gates.commands import claims as claims_command
 from gates.engine.audit import run_audit
 from gates.engine.inputs import load_inputs
 from gates.freeze.check import evaluate_freeze
 from gates.reporters.verify_export import verify_export
+from gates.tensors.compare import Selection
 from gates.workspace import open_workspace
+from tests.glm_fixture import MTP, paddle_arrays, reference_arrays, write_checkpoint
 from tests.helpers import GLM_PROFILE, RUN_ENV, Workspace, profile_args, run_gates, write
 from tests.lossgen import train_losses, write_loss_json
+from tests.tensorgen import glm_pair as glm_dumps
+from tests.tensorgen import write_dump
 
 GATES = Path(__file__).resolve().parent.parent / "gates"
 
@@ -223,3 +241,75 @@ def test_renderers_are_pure_and_print_what_the_command_prints(
         for name, render in _renderers(where).items():
             if (command, name) not in READS_FILES:
                 assert render(result) == rendered[(command, name)], (command, name)
+
+
+def test_the_checkers_renderers_are_pure(ws: Workspace) -> None:
+    ref, cand = glm_dumps(np.random.default_rng(5), 2)
+    write_dump(ws.root / "results/torch", ref, framework="torch")
+    for folder in ("results/paddle", "results/paddle-2"):
+        write_dump(ws.root / folder, cand)
+    reference = reference_arrays()
+    write_checkpoint(ws.root / "results/torch/checkpoint", reference, shards=2)
+    write(ws.root, "results/torch/checkpoint/config.json", json.dumps({"num_hidden_layers": MTP}))
+    write_checkpoint(
+        ws.root / "results/paddle/checkpoint", paddle_arrays(reference, drop_mtp_indexer=True)
+    )
+    inputs = load_inputs(open_workspace(ws.root))
+    root = inputs.workspace.root
+    results: dict[str, tuple[Mapping[str, Callable[[Any], str]], object]] = {
+        "check tensors": (
+            tensors.RENDERERS,
+            tensors.tensors_check(
+                inputs,
+                "results/torch",
+                "results/paddle",
+                rules=None,
+                selection=Selection(),
+                output="outputs/t.receipt.json",
+                cwd=root,
+            ),
+        ),
+        "check determinism (dumps)": (
+            tensors.DETERMINISM_RENDERERS,
+            tensors.dump_determinism_check(
+                inputs,
+                ("results/paddle", "results/paddle-2"),
+                output="outputs/d.receipt.json",
+                cwd=root,
+            ),
+        ),
+        "check checkpoint": (
+            checkpoint_output.RENDERERS,
+            checkpoint.checkpoint_check(
+                inputs,
+                "results/paddle/checkpoint",
+                against=None,
+                rules=None,
+                shard_range=None,
+                threads=1,
+                output="outputs/c.receipt.json",
+                cwd=root,
+            ),
+        ),
+        "inventory diff": (
+            inventory.RENDERERS,
+            inventory.inventory_diff(
+                inputs,
+                "results/torch/checkpoint",
+                "results/paddle/checkpoint",
+                rules=None,
+                output="outputs/s.receipt.json",
+                cwd=root,
+            ),
+        ),
+    }
+    rendered = {}
+    for command, (renderers, result) in results.items():
+        for name, render in renderers.items():
+            rendered[(command, name)] = render(result)
+            assert render(result) == rendered[(command, name)], (command, name)
+    assert "structural: 5 in" in rendered[("inventory diff", "text")]
+    shutil.rmtree(ws.root)
+    for command, (renderers, result) in results.items():
+        for name, render in renderers.items():
+            assert render(result) == rendered[(command, name)], (command, name)

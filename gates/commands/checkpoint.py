@@ -12,6 +12,7 @@ from gates import exitcodes
 from gates.canonical import strict_loads
 from gates.checkers.checkpoint_output import (
     RENDERERS,
+    CheckpointChecked,
     bound_files,
     checked,
     output_document,
@@ -61,8 +62,6 @@ def check(
 
     Under `paddle.distributed.launch` (world size > 1) the launcher's ranks share the work.
     """
-    workspace = audit.workspace
-    roots = roots_of(workspace)
     world = launcher_world()
     if world.size > 1:
         if shard_range or against:
@@ -83,6 +82,34 @@ def check(
             as_json=out.as_json,
             echo=out.echo,
         )
+    result = checkpoint_check(
+        audit,
+        folder,
+        against=against,
+        rules=rules,
+        shard_range=shard_range,
+        threads=threads,
+        output=output,
+        cwd=cwd,
+    )
+    out.render(RENDERERS, result)
+    return exitcodes.BLOCKED if result.failed else exitcodes.OK
+
+
+def checkpoint_check(
+    audit: AuditInputs,
+    folder: str,
+    *,
+    against: str | None,
+    rules: str | None,
+    shard_range: ShardRange | None,
+    threads: int | None,
+    output: str,
+    cwd: Path,
+) -> CheckpointChecked:
+    """One process checks the checkpoint (a slice of it, or against a reference) and writes
+    the output and its receipt."""
+    roots = roots_of(audit.workspace)
     location = locate(roots, folder, cwd)
     for given, found in (
         (folder, location),
@@ -127,9 +154,7 @@ def check(
     subjects = bound_files(location, report) if not shard_range else ()
     remember_file_digests(location, subjects, cache, threads)
     cache.save()
-    result = written(audit, document, output, subjects, failed=failed)
-    out.render(RENDERERS, result)
-    return exitcodes.BLOCKED if result.failed else exitcodes.OK
+    return written(audit, document, output, subjects, failed=failed)
 
 
 def remember_file_digests(
