@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any, NoReturn, TypeVar
 import click
 
 from gates import __version__, exitcodes
-from gates.cli_options import _echo, format_option, rendered_by
+from gates.cli_options import _echo, rendered_by
 from gates.echo import Output
 from gates.errors import GatesError
 from gates.receipts.kinds import ArtifactKind, EvidenceClass, Framework
@@ -146,8 +146,6 @@ _RULES = click.option(
     metavar="CONTRACT",
     help="Naming rules from this contract (default: the workspace's tensor-inventory).",
 )
-
-_FORMAT = format_option(("text", "json"), "text")
 
 
 @freeze.command("show")

@@ -30,11 +30,6 @@ def _to_output(ctx: click.Context, param: click.Parameter, value: str) -> Output
     return Output(value, _echo)
 
 
-def format_option(choices: tuple[str, ...], default: str) -> Callable[[F], F]:
-    """--format CHOICE, handed to the command as ``out`` (an `Output`)."""
-    return _format(click.Choice(sorted(choices)), default)
-
-
 class RendererChoice(click.Choice[str]):
     """The `--format` choices of a command: the keys of its renderer map (``where``,
     `module:ATTRIBUTE`), so help and behaviour cannot drift. The module is imported when a
@@ -62,14 +57,10 @@ class RendererChoice(click.Choice[str]):
 def rendered_by(where: str, default: str) -> Callable[[F], F]:
     """--format CHOICE, the choices the keys of the renderer map at ``where``
     (`module:ATTRIBUTE`), handed to the command as ``out`` (an `Output`)."""
-    return _format(RendererChoice(where), default)
-
-
-def _format(choice: click.Choice[str], default: str) -> Callable[[F], F]:
     return click.option(
         "--format",
         "out",
-        type=choice,
+        type=RendererChoice(where),
         default=default,
         show_default=True,
         callback=_to_output,

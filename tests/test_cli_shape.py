@@ -67,12 +67,20 @@ def _commands(
             yield (*path, name), command
 
 
-def _renderer_choices() -> dict[tuple[str, ...], RendererChoice]:
+def _format_params(group: click.Group) -> dict[tuple[str, ...], click.Parameter]:
     found = {}
-    for path, command in _commands(cli):
+    for path, command in _commands(group):
         for param in command.params:
             if param.name == "out" and isinstance(param.type, RendererChoice):
-                found[path] = param.type
+                found[path] = param
+    return found
+
+
+def _renderer_choices() -> dict[tuple[str, ...], RendererChoice]:
+    found = {}
+    for path, param in _format_params(cli).items():
+        assert isinstance(param.type, RendererChoice)
+        found[path] = param.type
     return found
 
 
@@ -94,6 +102,17 @@ def test_help_offers_exactly_the_renderers_keys(capsys: pytest.CaptureFixture[st
         assert offered is not None, (path, shown.out)
         keys = _renderers(choice.where)
         assert offered.group(1).split("|") == sorted(keys), path
+        assert _format_params(cli)[path].default in keys, path
+
+
+def test_every_format_option_reads_a_renderer_map() -> None:
+    formats = [
+        path
+        for path, command in _commands(cli)
+        for param in command.params
+        if "--format" in getattr(param, "opts", ())
+    ]
+    assert sorted(formats) == sorted(_renderer_choices())
 
 
 def test_every_renderer_map_is_one_a_command_reads() -> None:

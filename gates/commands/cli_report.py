@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Protocol
 
 import click
 
-from gates.cli_options import format_option, rendered_by
+from gates.cli_options import rendered_by
 from gates.echo import Output
 
 if TYPE_CHECKING:
@@ -27,9 +27,6 @@ class State(Protocol):
     def inputs(self) -> AuditInputs: ...
 
     def cwd(self) -> Path: ...
-
-
-FORMAT = format_option(("text", "json"), "text")
 
 
 @click.command("verify")
@@ -67,7 +64,7 @@ def attest_verify(
     metavar="RANGE",
     help="Add the chart of formal_alignment_steps over RANGE from the signed notes.",
 )
-@FORMAT
+@rendered_by("gates.commands.report:RENDERERS", "text")
 @click.pass_obj
 def report(state: State, folder: Path, history_range: str | None, out: Output) -> int:
     """The audit as one page: verdict, contracts, loss curves, tensor map, evidence."""
