@@ -99,7 +99,7 @@ def render_json(checked: LossChecked) -> str:
     )
 
 
-#: --format -> the renderer of a LossChecked (`check tensors` keeps the same names)
+#: --format -> the renderer of a LossChecked (dumps' repeats: `tensors.DETERMINISM_RENDERERS`)
 RENDERERS: dict[str, Callable[[LossChecked], str]] = {"text": render_text, "json": render_json}
 
 
