@@ -28,6 +28,7 @@ from gates.commands import (
     attest,
     check,
     checkpoint,
+    config_check,
     evidence,
     explain,
     history,
@@ -44,6 +45,7 @@ from gates.freeze.check import evaluate_freeze
 from gates.reporters.verify_export import verify_export
 from gates.tensors.compare import Selection
 from gates.workspace import open_workspace
+from tests.configsem_fixture import CLASS, FIXED, OFFICIAL_REL, candidate_files, set_files
 from tests.glm_fixture import MTP, paddle_arrays, reference_arrays, write_checkpoint
 from tests.helpers import GLM_PROFILE, RUN_ENV, Workspace, profile_args, run_gates, write
 from tests.lossgen import train_losses, write_loss_json
@@ -273,9 +275,23 @@ def test_the_checkers_renderers_are_pure(ws: Workspace) -> None:
     write_checkpoint(
         ws.root / "results/paddle/checkpoint", paddle_arrays(reference, drop_mtp_indexer=True)
     )
+    set_files(ws.root, ws.repo, candidate_files(FIXED))
     inputs = load_inputs(open_workspace(ws.root))
     root = inputs.workspace.root
     results: dict[str, tuple[Mapping[str, Callable[[Any], str]], object]] = {
+        "check config": (
+            config_check.RENDERERS,
+            config_check.config_check(
+                inputs,
+                OFFICIAL_REL,
+                class_path=CLASS,
+                table=None,
+                path="src",
+                env=(),
+                output="outputs/cfg.receipt.json",
+                cwd=root,
+            ),
+        ),
         "check tensors": (
             tensors.RENDERERS,
             tensors.tensors_check(
@@ -328,6 +344,7 @@ def test_the_checkers_renderers_are_pure(ws: Workspace) -> None:
             rendered[(command, name)] = render(result)
             assert render(result) == rendered[(command, name)], (command, name)
     assert "structural: 5 in" in rendered[("inventory diff", "text")]
+    assert "KEY" in rendered[("check config", "text")]
     shutil.rmtree(ws.root)
     for command, (renderers, result) in results.items():
         for name, render in renderers.items():
