@@ -33,7 +33,9 @@ from gates.commands import (
     explain,
     history,
     inventory,
+    probe,
     receipt,
+    report,
     status,
     steps,
     tensors,
@@ -43,11 +45,20 @@ from gates.engine.audit import run_audit
 from gates.engine.inputs import load_inputs
 from gates.freeze.check import evaluate_freeze
 from gates.reporters.verify_export import verify_export
+from gates.sandbox import support
 from gates.tensors.compare import Selection
 from gates.workspace import open_workspace
 from tests.configsem_fixture import CLASS, FIXED, OFFICIAL_REL, candidate_files, set_files
 from tests.glm_fixture import MTP, paddle_arrays, reference_arrays, write_checkpoint
-from tests.helpers import GLM_PROFILE, RUN_ENV, Workspace, profile_args, run_gates, write
+from tests.helpers import (
+    GLM_PROFILE,
+    RUN_ENV,
+    Workspace,
+    commit_all,
+    profile_args,
+    run_gates,
+    write,
+)
 from tests.lossgen import train_losses, write_loss_json
 from tests.tensorgen import glm_pair as glm_dumps
 from tests.tensorgen import write_dump
@@ -193,6 +204,9 @@ def _results(ws: Workspace, claims: Path, exported: Path) -> dict[tuple[str, str
             root, anchors, None, step=1, depth=5
         ),
         ("attest export", "gates.commands.attest:EXPORT_RENDERERS"): found,
+        ("report", "gates.commands.report:RENDERERS"): report.page_written(
+            inputs, exported.parent / "page", history_range=None
+        ),
         ("attest verify", "gates.commands.attest:VERIFY_RENDERERS"): attest.Verified(
             verify_export(exported, anchors), anchors.source, True
         ),
@@ -258,6 +272,7 @@ def test_renderers_are_pure_and_print_what_the_command_prints(
             rendered[(command, name)] = text
     shutil.rmtree(ws.root)
     shutil.rmtree(tmp_path / "exported")
+    shutil.rmtree(tmp_path / "page")
     for (command, where), result in results.items():
         for name, render in _renderers(where).items():
             if (command, name) not in READS_FILES:
@@ -349,3 +364,27 @@ def test_the_checkers_renderers_are_pure(ws: Workspace) -> None:
     for command, (renderers, result) in results.items():
         for name, render in renderers.items():
             assert render(result) == rendered[(command, name)], (command, name)
+
+
+def test_the_probes_renderers_are_pure(ws: Workspace) -> None:
+    if support().mechanism is None:
+        pytest.skip(f"no sandbox here: {support().reason}")
+    entry = (
+        "import numpy as np\n\n"
+        "def build():\n"
+        "    used, unused = np.ones(2, dtype=np.float32), np.zeros(2, dtype=np.float32)\n"
+        "    return (lambda: used * 2), {'used': used, 'unused': unused}\n"
+    )
+    write(ws.root, "probes/entry.py", entry)
+    commit_all(ws.repo, "the probe's entry")
+    inputs = load_inputs(open_workspace(ws.root))
+    root = inputs.workspace.root
+    found = probe.probe_consumed(
+        inputs, "probes/entry.py:build", (), output="outputs/p.receipt.json", cwd=root
+    )
+    rendered = {name: render(found) for name, render in probe.RENDERERS.items()}
+    assert "used: consumed" in rendered["text"]
+    assert "unused: not consumed" in rendered["text"]
+    assert {name: render(found) for name, render in probe.RENDERERS.items()} == rendered
+    shutil.rmtree(ws.root)
+    assert {name: render(found) for name, render in probe.RENDERERS.items()} == rendered
