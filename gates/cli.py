@@ -14,11 +14,10 @@ from typing import TYPE_CHECKING, Any, NoReturn, TypeVar
 import click
 
 from gates import __version__, exitcodes
-from gates.cli_options import _echo, format_option
+from gates.cli_options import _echo, rendered_by
 from gates.echo import Output
 from gates.errors import GatesError
 from gates.receipts.kinds import ArtifactKind, EvidenceClass, Framework
-from gates.reporters.formats import FORMATS
 from gates.workspace import Workspace, open_workspace
 
 if TYPE_CHECKING:
@@ -105,7 +104,7 @@ _VERIFY_ALL = click.option(
 
 
 @cli.command()
-@format_option(tuple(FORMATS), "text")
+@rendered_by("gates.commands.audit:RENDERERS", "text")
 @_VERIFY_ALL
 @pass_state
 def audit(state: State, out: Output, verify_all: bool) -> int:
@@ -148,11 +147,9 @@ _RULES = click.option(
     help="Naming rules from this contract (default: the workspace's tensor-inventory).",
 )
 
-_FORMAT = format_option(("text", "json"), "text")
-
 
 @freeze.command("show")
-@_FORMAT
+@rendered_by("gates.commands.freeze:RENDERERS", "text")
 @pass_state
 def freeze_show(state: State, out: Output) -> int:
     """Print verdict=pass|blocked and one reason a line."""
@@ -258,7 +255,7 @@ def receipt_create(
 
 @receipt.command("verify")
 @click.argument("paths", nargs=-1, required=True)
-@_FORMAT
+@rendered_by("gates.commands.receipt:VERIFY_RENDERERS", "text")
 @pass_state
 def receipt_verify(state: State, paths: tuple[str, ...], out: Output) -> int:
     """Re-judge receipts as the audit would; exit 1 when any is rejected."""
@@ -269,7 +266,7 @@ def receipt_verify(state: State, paths: tuple[str, ...], out: Output) -> int:
 
 @receipt.command("show")
 @click.argument("path")
-@_FORMAT
+@rendered_by("gates.commands.receipt:SHOW_RENDERERS", "text")
 @pass_state
 def receipt_show(state: State, path: str, out: Output) -> int:
     """Print one receipt."""
@@ -291,7 +288,7 @@ def check() -> None:
     "--bit-exact", is_flag=True, help="Exit 1 unless the required steps are bit-identical."
 )
 @_output("outputs/loss_check.receipt.json")
-@_FORMAT
+@rendered_by("gates.commands.check:RENDERERS", "text")
 @pass_state
 def check_loss(
     state: State,
@@ -320,7 +317,7 @@ def check_loss(
 @check.command("determinism")
 @click.argument("runs", nargs=-1, required=True)
 @_output("outputs/determinism_check.receipt.json")
-@_FORMAT
+@rendered_by("gates.commands.check:RENDERERS", "text")
 @pass_state
 def check_determinism(state: State, runs: tuple[str, ...], output: str, out: Output) -> int:
     """Repeats of one side and profile: are all RUNS bit-identical?"""
@@ -348,7 +345,7 @@ def check_determinism(state: State, runs: tuple[str, ...], output: str, out: Out
     help="Only this phase (repeatable); a phase given must be dumped.",
 )
 @_output("outputs/tensor_check.receipt.json")
-@_FORMAT
+@rendered_by("gates.commands.tensors:RENDERERS", "text")
 @pass_state
 def check_tensors(
     state: State,
@@ -410,7 +407,7 @@ def check_tensors(
 )
 @_VERIFY_ALL
 @_output("outputs/checkpoint_check.receipt.json")
-@_FORMAT
+@rendered_by("gates.checkers.checkpoint_output:RENDERERS", "text")
 @pass_state
 def check_checkpoint(
     state: State,
@@ -500,7 +497,7 @@ def check_checkpoint(
     help="An env.json whose revision and model_config_sha256 must be the pins (repeatable).",
 )
 @_output("outputs/config_check.receipt.json")
-@_FORMAT
+@rendered_by("gates.commands.config_check:RENDERERS", "text")
 @pass_state
 def check_config(
     state: State,
@@ -539,7 +536,7 @@ def probe() -> None:
     "--tensor", "tensors", multiple=True, metavar="NAME", help="Probe this tensor (repeatable)."
 )
 @_output("outputs/consumption_probe.receipt.json")
-@_FORMAT
+@rendered_by("gates.commands.probe:RENDERERS", "text")
 @pass_state
 def probe_consumed(
     state: State, entry: str, tensors: tuple[str, ...], output: str, out: Output
@@ -567,7 +564,7 @@ def inventory() -> None:
 @click.argument("candidate")
 @_RULES
 @_output("outputs/surveys/structure-parity.receipt.json")
-@_FORMAT
+@rendered_by("gates.commands.inventory:RENDERERS", "text")
 @pass_state
 def inventory_diff(
     state: State, reference: str, candidate: str, rules: str | None, output: str, out: Output
@@ -598,7 +595,7 @@ def inventory_diff(
 )
 @click.option("--window", "explicit", multiple=True, metavar="FIRST:LAST", help="Also replay this.")
 @click.option("--timeout", type=float, default=600.0, show_default=True, help="Seconds a window.")
-@_FORMAT
+@rendered_by("gates.commands.replay:RENDERERS", "text")
 @pass_state
 def replay(
     state: State,
@@ -627,7 +624,7 @@ def replay(
     default=None,
     help="Ledger rows to print (default: the required steps; 0: all).",
 )
-@_FORMAT
+@rendered_by("gates.commands.steps:RENDERERS", "text")
 @pass_state
 def steps(state: State, limit: int | None, out: Output) -> int:
     """formal_alignment_steps = N / required, why, and the per-step ledger."""
@@ -637,7 +634,7 @@ def steps(state: State, limit: int | None, out: Output) -> int:
 
 
 @cli.command()
-@format_option(("markdown", "json"), "markdown")
+@rendered_by("gates.commands.status:RENDERERS", "markdown")
 @click.option("--lang", type=click.Choice(["en", "zh"]), default="en", show_default=True)
 @click.option(
     "--pr-body",
@@ -656,7 +653,7 @@ def status(state: State, out: Output, lang: str, pr_body: Path | None) -> int:
 
 @cli.command()
 @click.argument("contract_id", metavar="ID")
-@_FORMAT
+@rendered_by("gates.commands.explain:RENDERERS", "text")
 @pass_state
 def explain(state: State, contract_id: str, out: Output) -> int:
     """One contract: each criterion now, and the commands that would discharge it."""
@@ -672,7 +669,7 @@ def claims() -> None:
 
 @claims.command("check")
 @click.argument("file", type=click.Path(dir_okay=False, path_type=Path))
-@_FORMAT
+@rendered_by("gates.commands.claims:RENDERERS", "text")
 @pass_state
 def claims_check(state: State, file: Path, out: Output) -> int:
     """List every figure FILE claims that no accepted receipt or checker output backs."""
@@ -784,7 +781,7 @@ def run(
 
 
 @cli.command("evidence")
-@_FORMAT
+@rendered_by("gates.commands.evidence:RENDERERS", "text")
 @pass_state
 def evidence_list(state: State, out: Output) -> int:
     """Every piece of evidence the policy asks for: missing, stale, probe or formal, and the
@@ -797,7 +794,7 @@ def evidence_list(state: State, out: Output) -> int:
 
 @cli.command()
 @click.option("--dry-run", is_flag=True, help="Only list the commands that would run.")
-@_FORMAT
+@rendered_by("gates.commands.evidence:REFRESH_RENDERERS", "text")
 @pass_state
 def refresh(state: State, dry_run: bool, out: Output) -> int:
     """Re-run the stale checkers from their recorded inputs (never the training runs)."""
@@ -859,7 +856,7 @@ def attest() -> None:
     metavar="URL",
     help="The repository as others clone it (default: the URL of the remote origin).",
 )
-@_FORMAT
+@rendered_by("gates.commands.attest:EXPORT_RENDERERS", "text")
 @pass_state
 def attest_export(
     state: State, folder: Path, key_path: Path | None, resource_uri: str | None, out: Output

@@ -5,7 +5,8 @@ that `gates refresh` can re-run it from the recorded inputs."""
 from __future__ import annotations
 
 import functools
-from collections.abc import Callable
+import importlib
+from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -29,12 +30,37 @@ def _to_output(ctx: click.Context, param: click.Parameter, value: str) -> Output
     return Output(value, _echo)
 
 
-def format_option(choices: tuple[str, ...], default: str) -> Callable[[F], F]:
-    """--format CHOICE, handed to the command as ``out`` (an `Output`)."""
+class RendererChoice(click.Choice[str]):
+    """The `--format` choices of a command: the keys of its renderer map (``where``,
+    `module:ATTRIBUTE`), so help and behaviour cannot drift. The module is imported when a
+    choice is first needed (the command runs or shows its help), never when the command
+    line starts: the CLI loads only the command it runs."""
+
+    def __init__(self, where: str) -> None:
+        self.where = where
+        self._keys: tuple[str, ...] | None = None
+        super().__init__(())
+
+    @property
+    def choices(self) -> tuple[str, ...]:
+        if self._keys is None:
+            module, _, attribute = self.where.partition(":")
+            renderers: Mapping[str, object] = getattr(importlib.import_module(module), attribute)
+            self._keys = tuple(sorted(renderers))
+        return self._keys
+
+    @choices.setter
+    def choices(self, value: Iterable[str]) -> None:
+        del value  # click's __init__ sets them; the map's keys are the choices
+
+
+def rendered_by(where: str, default: str) -> Callable[[F], F]:
+    """--format CHOICE, the choices the keys of the renderer map at ``where``
+    (`module:ATTRIBUTE`), handed to the command as ``out`` (an `Output`)."""
     return click.option(
         "--format",
         "out",
-        type=click.Choice(sorted(choices)),
+        type=RendererChoice(where),
         default=default,
         show_default=True,
         callback=_to_output,

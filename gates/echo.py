@@ -1,11 +1,17 @@
 """Where a command writes its machine output, and remarks for the reader beside it."""
 
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
+from typing import TypeVar
 
 #: Where a command writes its machine output (stdout in the CLI, a list in tests).
 Echo = Callable[[str], None]
+
+R = TypeVar("R")
+
+#: --format name -> the function that renders a command's typed result as that format.
+Renderers = Mapping[str, Callable[[R], str]]
 
 
 def note(text: str) -> None:
@@ -26,3 +32,8 @@ class Output:
     @property
     def as_json(self) -> bool:
         return self.format == "json"
+
+    def render(self, renderers: Renderers[R], result: R) -> None:
+        """Echo ``result`` as the renderer of this format makes it (the `--format` choices
+        are the renderers' keys, so every format asked for has one)."""
+        self.echo(renderers[self.format](result))

@@ -5,15 +5,17 @@ from __future__ import annotations
 
 import hashlib
 import json
+from collections.abc import Callable
+from dataclasses import dataclass
 
 from gates import exitcodes
-from gates.checkers.outputs import render_figures, write_checker_output
+from gates.checkers.outputs import current_mode, render_figures, write_checker_output
 from gates.checkpoints.check import CheckpointReport
 from gates.checkpoints.layout import INDEX_NAME
 from gates.echo import Echo
 from gates.engine.inputs import AuditInputs
 from gates.external import Location
-from gates.receipts.model import ArtifactKind
+from gates.receipts.model import ArtifactKind, Receipt
 
 CHECK_FORMAT = "gates.checkpoint_check/v1"
 
@@ -53,6 +55,59 @@ def bound_files(location: Location, report: CheckpointReport) -> tuple[str, ...]
     return tuple(f"{location.label}/{name}" for name in names)
 
 
+@dataclass(frozen=True)
+class CheckpointChecked:
+    """What `gates check checkpoint` wrote, in any mode: the figures it shows, the receipt,
+    the output's path (nothing written when ``throwaway``: --no-receipt), and whether the
+    check failed."""
+
+    shown: dict[str, object]
+    receipt: Receipt
+    artifact: str
+    throwaway: bool
+    failed: bool
+
+
+#: --format -> the renderer of a CheckpointChecked
+RENDERERS: dict[str, Callable[[CheckpointChecked], str]] = {
+    "text": lambda c: render_figures(
+        c.shown, c.receipt, c.artifact, as_json=False, throwaway=c.throwaway
+    ),
+    "json": lambda c: render_figures(
+        c.shown, c.receipt, c.artifact, as_json=True, throwaway=c.throwaway
+    ),
+}
+
+
+def checked(
+    receipt: Receipt, artifact: str, document: dict[str, object], *, failed: bool
+) -> CheckpointChecked:
+    """The result of a check whose output and receipt are written: what it shows of them."""
+    shown = {k: v for k, v in document.items() if k not in ("tensor_contents", "format")}
+    return CheckpointChecked(shown, receipt, artifact, current_mode().no_receipt, failed)
+
+
+def written(
+    inputs: AuditInputs,
+    document: dict[str, object],
+    output: str,
+    subjects: tuple[str, ...],
+    *,
+    failed: bool,
+) -> CheckpointChecked:
+    """Write the output and its receipt (binding ``subjects`` too)."""
+    receipt, artifact = write_checker_output(
+        inputs,
+        output,
+        ArtifactKind.CHECKPOINT_CHECK,
+        document,
+        [],
+        extra_subjects=subjects,
+        failed=failed,
+    )
+    return checked(receipt, artifact, document, failed=failed)
+
+
 def finish(
     inputs: AuditInputs,
     document: dict[str, object],
@@ -64,15 +119,6 @@ def finish(
     echo: Echo,
 ) -> int:
     """Write the output and its receipt (binding ``subjects`` too), show the figures."""
-    receipt, artifact = write_checker_output(
-        inputs,
-        output,
-        ArtifactKind.CHECKPOINT_CHECK,
-        document,
-        [],
-        extra_subjects=subjects,
-        failed=failed,
-    )
-    shown = {k: v for k, v in document.items() if k not in ("tensor_contents", "format")}
-    echo(render_figures(shown, receipt, artifact, as_json=as_json))
-    return exitcodes.BLOCKED if failed else exitcodes.OK
+    result = written(inputs, document, output, subjects, failed=failed)
+    echo(RENDERERS["json" if as_json else "text"](result))
+    return exitcodes.BLOCKED if result.failed else exitcodes.OK

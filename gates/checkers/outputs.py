@@ -210,15 +210,22 @@ def _unwritten_receipt(workspace: Workspace, request: ReceiptRequest, text: str)
 
 
 def render_figures(
-    figures: dict[str, object], receipt: Receipt, artifact: str, *, as_json: bool
+    figures: dict[str, object],
+    receipt: Receipt,
+    artifact: str,
+    *,
+    as_json: bool,
+    throwaway: bool | None = None,
 ) -> str:
-    """`key=value` lines and where the output went, or one JSON object."""
+    """`key=value` lines and where the output went, or one JSON object. ``throwaway``: the
+    check wrote nothing (--no-receipt); None reads it from the checker's mode."""
+    no_receipt = current_mode().no_receipt if throwaway is None else throwaway
     if as_json:
-        if current_mode().no_receipt:
+        if no_receipt:
             return json.dumps({**figures, "output": None, "receipt": None}, indent=2)
         return json.dumps({**figures, "output": artifact, "receipt": receipt.id}, indent=2)
     lines = [f"{key}={json.dumps(value)}" for key, value in figures.items()]
-    if current_mode().no_receipt:
+    if no_receipt:
         lines.append(f"throwaway check (--no-receipt): {artifact} and its receipt not written")
         return "\n".join(lines)
     lines.append(f"wrote {artifact} ({receipt.id})")

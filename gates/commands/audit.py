@@ -12,7 +12,10 @@ from gates.engine.audit import AuditResult, run_audit
 from gates.engine.inputs import AuditInputs
 from gates.errors import GatesError
 from gates.outputs.read import read_outputs
-from gates.reporters import REPORTERS, github_report, status_md
+from gates.reporters import REPORTERS, Reporter, github_report, status_md
+
+#: --format -> the renderer of an AuditResult (the reporters' own map)
+RENDERERS: dict[str, Reporter] = REPORTERS
 
 
 def exit_code(result: AuditResult) -> int:
@@ -23,7 +26,7 @@ def exit_code(result: AuditResult) -> int:
 
 def audit(inputs: AuditInputs, *, out: Output) -> int:
     result = run_audit(inputs)
-    out.echo(REPORTERS[out.format](result))
+    out.render(RENDERERS, result)
     summary = os.environ.get(github_report.SUMMARY_VARIABLE)
     if out.format == "github" and summary:
         try:

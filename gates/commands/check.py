@@ -2,10 +2,17 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 
 from gates import exitcodes, progress
-from gates.checkers.outputs import receipt_binding, render_figures, write_checker_output
+from gates.checkers.outputs import (
+    current_mode,
+    receipt_binding,
+    render_figures,
+    write_checker_output,
+)
 from gates.echo import Output
 from gates.engine.audit import judge_workspace
 from gates.engine.inputs import AuditInputs
@@ -14,7 +21,7 @@ from gates.losses.compare import compare_losses, compare_repeats
 from gates.losses.series import LossSeries, read_losses
 from gates.paths import resolve_inside, to_workspace_relpath
 from gates.receipts.judge_all import Wanted
-from gates.receipts.model import ArtifactKind
+from gates.receipts.model import ArtifactKind, Receipt
 from gates.receipts.verify import Judgement
 from gates.workspace import Workspace
 
@@ -57,7 +64,56 @@ def _describe(series: LossSeries, judgement: Judgement | None) -> dict[str, obje
     }
 
 
-def check_loss(
+@dataclass(frozen=True)
+class LossChecked:
+    """What `gates check loss|determinism` found and wrote: the figures, the receipt and the
+    output's path (nothing written when ``throwaway``: --no-receipt), the remarks on series
+    that cannot be compared bit for bit, and whether the check passed."""
+
+    figures: dict[str, object]
+    receipt: Receipt
+    artifact: str
+    throwaway: bool
+    passed: bool
+    remarks: tuple[str, ...] = ()
+
+
+def render_text(checked: LossChecked) -> str:
+    figures = render_figures(
+        checked.figures,
+        checked.receipt,
+        checked.artifact,
+        as_json=False,
+        throwaway=checked.throwaway,
+    )
+    return "\n".join((figures, *checked.remarks))
+
+
+def render_json(checked: LossChecked) -> str:
+    return render_figures(
+        checked.figures,
+        checked.receipt,
+        checked.artifact,
+        as_json=True,
+        throwaway=checked.throwaway,
+    )
+
+
+#: --format -> the renderer of a LossChecked (dumps' repeats: `tensors.DETERMINISM_RENDERERS`)
+RENDERERS: dict[str, Callable[[LossChecked], str]] = {"text": render_text, "json": render_json}
+
+
+def show(checked: LossChecked, out: Output) -> int:
+    """The result in the format asked for (with JSON, the remarks go to stderr, so that stdout
+    holds one document); exit 0 when the check passed, else 1."""
+    out.render(RENDERERS, checked)
+    if out.as_json:
+        for remark in checked.remarks:
+            out.note(remark)
+    return exitcodes.OK if checked.passed else exitcodes.BLOCKED
+
+
+def loss_check(
     audit: AuditInputs,
     reference: str,
     candidate: str,
@@ -66,11 +122,9 @@ def check_loss(
     bit_exact: bool,
     output: str,
     cwd: Path,
-    out: Output,
-) -> int:
-    """Compare two loss series bit by bit; exit 1 on a length mismatch or, with
-    ``bit_exact``, when the required steps are not bit-identical."""
-    as_json, echo = out.as_json, out.echo
+) -> LossChecked:
+    """Compare two loss series bit by bit and write the output and its receipt; failed on a
+    length mismatch or, with ``bit_exact``, when the required steps are not bit-identical."""
     workspace = audit.workspace
     ref_rel = _loss_path(workspace, reference, cwd)
     cand_rel = _loss_path(workspace, candidate, cwd)
@@ -93,15 +147,39 @@ def check_loss(
     receipt, artifact = write_checker_output(
         audit, output, ArtifactKind.LOSS_CHECK, document, bound, judged_under=judged.freeze
     )
-    echo(render_figures(figures, receipt, artifact, as_json=as_json))
-    for series in (ref, cand):
-        if series.rounded:
-            (out.note if as_json else echo)(
-                f"rounded=true: every value of {series.path} has 7 or fewer significant "
-                "digits; it is not bit-comparable"
-            )
+    remarks = tuple(
+        f"rounded=true: every value of {series.path} has 7 or fewer significant "
+        "digits; it is not bit-comparable"
+        for series in (ref, cand)
+        if series.rounded
+    )
     failed = not comparison.length_match or (bit_exact and not comparison.bit_exact_required_steps)
-    return exitcodes.BLOCKED if failed else exitcodes.OK
+    return LossChecked(figures, receipt, artifact, current_mode().no_receipt, not failed, remarks)
+
+
+def check_loss(
+    audit: AuditInputs,
+    reference: str,
+    candidate: str,
+    *,
+    required_steps: int,
+    bit_exact: bool,
+    output: str,
+    cwd: Path,
+    out: Output,
+) -> int:
+    """Compare two loss series bit by bit; exit 1 on a length mismatch or, with
+    ``bit_exact``, when the required steps are not bit-identical."""
+    checked = loss_check(
+        audit,
+        reference,
+        candidate,
+        required_steps=required_steps,
+        bit_exact=bit_exact,
+        output=output,
+        cwd=cwd,
+    )
+    return show(checked, out)
 
 
 _SIDE_FIGURES = ("reference_steps", "candidate_steps", "reference_rounded", "candidate_rounded")
@@ -116,7 +194,6 @@ def check_determinism(
     out: Output,
 ) -> int:
     """Repeats of one side and profile: exit 1 unless every run is bit-identical."""
-    as_json, echo = out.as_json, out.echo
     workspace = audit.workspace
     if len(runs) < 2:
         raise GatesError("a determinism check needs at least two runs")
@@ -128,6 +205,15 @@ def check_determinism(
     ]
     if all(is_dump(folder) for folder in folders):
         return check_dump_determinism(audit, runs, output=output, cwd=cwd, out=out)
+    return show(determinism_check(audit, runs, output=output, cwd=cwd), out)
+
+
+def determinism_check(
+    audit: AuditInputs, runs: tuple[str, ...], *, output: str, cwd: Path
+) -> LossChecked:
+    """Repeats' loss series compared and the output and its receipt written; passed when
+    every run is bit-identical."""
+    workspace = audit.workspace
     relpaths = [_loss_path(workspace, run, cwd) for run in runs]
     series = [read_losses(workspace.root / rel, rel) for rel in relpaths]
     result = compare_repeats(series)
@@ -144,5 +230,4 @@ def check_determinism(
     receipt, artifact = write_checker_output(
         audit, output, ArtifactKind.LOSS_CHECK, document, bound, judged_under=judged.freeze
     )
-    echo(render_figures(figures, receipt, artifact, as_json=as_json))
-    return exitcodes.OK if result.deterministic else exitcodes.BLOCKED
+    return LossChecked(figures, receipt, artifact, current_mode().no_receipt, result.deterministic)

@@ -10,8 +10,15 @@ from typing import Any
 
 from gates import exitcodes
 from gates.canonical import strict_loads
-from gates.checkers.checkpoint_output import bound_files, finish, output_document
-from gates.checkers.outputs import render_figures, write_checker_output
+from gates.checkers.checkpoint_output import (
+    RENDERERS,
+    CheckpointChecked,
+    bound_files,
+    checked,
+    output_document,
+    written,
+)
+from gates.checkers.outputs import write_checker_output
 from gates.checkpoints.check import ShardRange, check_checkpoint, compare_pair
 from gates.checkpoints.digest import checkpoint_digest, default_threads
 from gates.checkpoints.ranks import DEFAULT_TIMEOUT_S, launcher_world
@@ -55,8 +62,6 @@ def check(
 
     Under `paddle.distributed.launch` (world size > 1) the launcher's ranks share the work.
     """
-    workspace = audit.workspace
-    roots = roots_of(workspace)
     world = launcher_world()
     if world.size > 1:
         if shard_range or against:
@@ -77,6 +82,34 @@ def check(
             as_json=out.as_json,
             echo=out.echo,
         )
+    result = checkpoint_check(
+        audit,
+        folder,
+        against=against,
+        rules=rules,
+        shard_range=shard_range,
+        threads=threads,
+        output=output,
+        cwd=cwd,
+    )
+    out.render(RENDERERS, result)
+    return exitcodes.BLOCKED if result.failed else exitcodes.OK
+
+
+def checkpoint_check(
+    audit: AuditInputs,
+    folder: str,
+    *,
+    against: str | None,
+    rules: str | None,
+    shard_range: ShardRange | None,
+    threads: int | None,
+    output: str,
+    cwd: Path,
+) -> CheckpointChecked:
+    """One process checks the checkpoint (a slice of it, or against a reference) and writes
+    the output and its receipt."""
+    roots = roots_of(audit.workspace)
     location = locate(roots, folder, cwd)
     for given, found in (
         (folder, location),
@@ -121,9 +154,7 @@ def check(
     subjects = bound_files(location, report) if not shard_range else ()
     remember_file_digests(location, subjects, cache, threads)
     cache.save()
-    return finish(
-        audit, document, output, subjects, failed=failed, as_json=out.as_json, echo=out.echo
-    )
+    return written(audit, document, output, subjects, failed=failed)
 
 
 def remember_file_digests(
@@ -204,9 +235,9 @@ def merge(
     receipt, artifact = write_checker_output(
         audit, output, ArtifactKind.CHECKPOINT_CHECK, merged, inputs, judged_under=judged.freeze
     )
-    shown = {k: v for k, v in merged.items() if k != "format"}
-    out.echo(render_figures(shown, receipt, artifact, as_json=out.as_json))
-    return exitcodes.OK if first["valid"] and first["hygiene_clean"] else exitcodes.BLOCKED
+    failed = not (first["valid"] and first["hygiene_clean"])
+    out.render(RENDERERS, checked(receipt, artifact, merged, failed=failed))
+    return exitcodes.BLOCKED if failed else exitcodes.OK
 
 
 def verify_saved_checkpoint(

@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import json
-from dataclasses import asdict
+from collections.abc import Callable
+from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from gates import exitcodes
@@ -14,7 +15,7 @@ from gates.errors import GatesError
 from gates.losses.series import LossFileError, read_losses
 from gates.receipts.model import ArtifactKind
 from gates.receipts.verify import Status
-from gates.reporters.claims import SubjectData, Subjects, check_claims
+from gates.reporters.claims import Claim, SubjectData, Subjects, check_claims
 
 
 def _read_subject(result: AuditResult, kind: ArtifactKind, relpath: str) -> SubjectData:
@@ -44,21 +45,46 @@ def read_subjects(result: AuditResult) -> Subjects:
     return subjects
 
 
-def claims_check(inputs: AuditInputs, path: Path, *, out: Output) -> int:
-    """Exit 1 when any claim is unbacked."""
-    as_json, echo = out.as_json, out.echo
+@dataclass(frozen=True)
+class ClaimsReport:
+    """What `gates claims check FILE` found: every figure the file claims, backed or not."""
+
+    path: Path
+    claims: tuple[Claim, ...]
+
+    @property
+    def unbacked(self) -> list[Claim]:
+        return [claim for claim in self.claims if not claim.backed]
+
+
+def claims_report(inputs: AuditInputs, path: Path) -> ClaimsReport:
+    """The claims of the text at ``path``, checked against the audit's accepted evidence."""
     try:
         text = path.read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError) as exc:
         raise GatesError(f"cannot read: {exc}", file=path) from None
     result = run_audit(inputs)
-    claims = check_claims(text, result, read_subjects(result))
-    unbacked = [claim for claim in claims if not claim.backed]
-    if as_json:
-        echo(json.dumps([asdict(claim) for claim in claims], indent=2, ensure_ascii=False))
-    else:
-        lines = [f"{path}:{c.line}: unbacked {c.kind} claim: {c.text}" for c in unbacked]
-        backed = len(claims) - len(unbacked)
-        lines.append(f"{len(claims)} claim(s): {backed} backed, {len(unbacked)} unbacked")
-        echo("\n".join(lines))
-    return exitcodes.BLOCKED if unbacked else exitcodes.OK
+    return ClaimsReport(path, tuple(check_claims(text, result, read_subjects(result))))
+
+
+def render_text(report: ClaimsReport) -> str:
+    unbacked = report.unbacked
+    lines = [f"{report.path}:{c.line}: unbacked {c.kind} claim: {c.text}" for c in unbacked]
+    backed = len(report.claims) - len(unbacked)
+    lines.append(f"{len(report.claims)} claim(s): {backed} backed, {len(unbacked)} unbacked")
+    return "\n".join(lines)
+
+
+def render_json(report: ClaimsReport) -> str:
+    return json.dumps([asdict(claim) for claim in report.claims], indent=2, ensure_ascii=False)
+
+
+#: --format -> the renderer of a ClaimsReport
+RENDERERS: dict[str, Callable[[ClaimsReport], str]] = {"text": render_text, "json": render_json}
+
+
+def claims_check(inputs: AuditInputs, path: Path, *, out: Output) -> int:
+    """Exit 1 when any claim is unbacked."""
+    report = claims_report(inputs, path)
+    out.render(RENDERERS, report)
+    return exitcodes.BLOCKED if report.unbacked else exitcodes.OK

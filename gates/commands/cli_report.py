@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Protocol
 
 import click
 
-from gates.cli_options import format_option
+from gates.cli_options import rendered_by
 from gates.echo import Output
 
 if TYPE_CHECKING:
@@ -29,9 +29,6 @@ class State(Protocol):
     def cwd(self) -> Path: ...
 
 
-FORMAT = format_option(("text", "json"), "text")
-
-
 @click.command("verify")
 @click.argument("folder", type=click.Path(file_okay=False, path_type=Path))
 @click.option(
@@ -41,7 +38,7 @@ FORMAT = format_option(("text", "json"), "text")
     help="The trust file to verify with (default: gates --trust, then GATES_TRUST).",
 )
 @click.option("--expect-pass", is_flag=True, help="Also fail unless the VSA says PASSED.")
-@FORMAT
+@rendered_by("gates.commands.attest:VERIFY_RENDERERS", "text")
 @click.pass_obj
 def attest_verify(
     state: State, folder: Path, trust_path: Path | None, expect_pass: bool, out: Output
@@ -67,7 +64,7 @@ def attest_verify(
     metavar="RANGE",
     help="Add the chart of formal_alignment_steps over RANGE from the signed notes.",
 )
-@FORMAT
+@rendered_by("gates.commands.report:RENDERERS", "text")
 @click.pass_obj
 def report(state: State, folder: Path, history_range: str | None, out: Output) -> int:
     """The audit as one page: verdict, contracts, loss curves, tensor map, evidence."""
@@ -90,7 +87,7 @@ def report(state: State, folder: Path, history_range: str | None, out: Output) -
     help="Sign notes with this key (default: GATES_SIGNING_KEY).",
 )
 @click.option("--max-count", "depth", default=50, show_default=True, help="Without RANGE.")
-@FORMAT
+@rendered_by("gates.commands.history:RENDERERS", "text")
 @click.pass_obj
 def history(
     state: State,

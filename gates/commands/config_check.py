@@ -12,11 +12,18 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from gates import exitcodes
-from gates.checkers.outputs import receipt_binding, render_figures, write_checker_output
+from gates.checkers.outputs import (
+    current_mode,
+    receipt_binding,
+    render_figures,
+    write_checker_output,
+)
 from gates.configsem.check import Candidate, ConfigReport, KeyResult, run_check, shown
 from gates.configsem.envfiles import read_env_files
 from gates.configsem.official import read_official
@@ -29,7 +36,7 @@ from gates.errors import ConfigError, GatesError
 from gates.paths import resolve_inside, to_workspace_relpath
 from gates.policy.contract_files import load_contract, load_contracts
 from gates.receipts.judge_all import Wanted
-from gates.receipts.model import ArtifactKind
+from gates.receipts.model import ArtifactKind, Receipt
 from gates.resources import contracts_dir
 from gates.workspace import Workspace
 
@@ -68,6 +75,42 @@ def _workspace_path(workspace: Workspace, given: str, cwd: Path, what: str) -> t
     return relpath, resolve_inside(workspace.root, relpath, what=what)
 
 
+@dataclass(frozen=True)
+class ConfigChecked:
+    """What `gates check config` found and wrote: the per-key report, the output document,
+    the receipt and the output's path (nothing written when ``throwaway``: --no-receipt)."""
+
+    report: ConfigReport
+    document: dict[str, object]
+    receipt: Receipt
+    artifact: str
+    throwaway: bool
+
+
+def render_checked_text(checked: ConfigChecked) -> str:
+    report = checked.report
+    figures: dict[str, object] = {
+        "passed": report.passed,
+        "criteria": {c.name: c.met for c in report.criteria},
+    }
+    written = render_figures(
+        figures, checked.receipt, checked.artifact, as_json=False, throwaway=checked.throwaway
+    )
+    return render_text(report) + "\n" + written
+
+
+def render_checked_json(checked: ConfigChecked) -> str:
+    written = {**checked.document, "output": checked.artifact, "receipt": checked.receipt.id}
+    return json.dumps(written, indent=2)
+
+
+#: --format -> the renderer of a ConfigChecked
+RENDERERS: dict[str, Callable[[ConfigChecked], str]] = {
+    "text": render_checked_text,
+    "json": render_checked_json,
+}
+
+
 def check_config(
     audit: AuditInputs,
     official: str,
@@ -80,8 +123,35 @@ def check_config(
     cwd: Path,
     out: Output,
 ) -> int:
+    """Exit 0 when every criterion is met, 1 otherwise."""
+    checked = config_check(
+        audit,
+        official,
+        class_path=class_path,
+        table=table,
+        path=path,
+        env=env,
+        output=output,
+        cwd=cwd,
+    )
+    out.render(RENDERERS, checked)
+    return exitcodes.OK if checked.report.passed else exitcodes.BLOCKED
+
+
+def config_check(
+    audit: AuditInputs,
+    official: str,
+    *,
+    class_path: str,
+    table: str | None,
+    path: str | None,
+    env: tuple[str, ...],
+    output: str,
+    cwd: Path,
+) -> ConfigChecked:
+    """OFFICIAL loaded with the candidate class (in a subprocess), the output and its
+    receipt written."""
     workspace = audit.workspace
-    as_json, echo = out.as_json, out.echo
     if not CLASS_PATH.fullmatch(class_path):
         raise GatesError(
             f"--class {class_path!r}: expected MODULE:CLASS, e.g. "
@@ -115,16 +185,7 @@ def check_config(
     receipt, artifact = write_checker_output(
         audit, output, ArtifactKind.CONFIG_CHECK, document, inputs, judged_under=judged.freeze
     )
-    figures: dict[str, object] = {
-        "passed": report.passed,
-        "criteria": {c.name: c.met for c in report.criteria},
-    }
-    if as_json:
-        echo(json.dumps({**document, "output": artifact, "receipt": receipt.id}, indent=2))
-    else:
-        echo(render_text(report))
-        echo(render_figures(figures, receipt, artifact, as_json=False))
-    return exitcodes.OK if report.passed else exitcodes.BLOCKED
+    return ConfigChecked(report, document, receipt, artifact, current_mode().no_receipt)
 
 
 def _document(table: Table, report: ConfigReport, table_name: str) -> dict[str, object]:

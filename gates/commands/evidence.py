@@ -14,6 +14,7 @@ import json
 import shlex
 import subprocess
 import sys
+from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
@@ -230,12 +231,29 @@ def render(items: list[Item], *, as_json: bool) -> str:
     return "\n".join(lines)
 
 
+@dataclass(frozen=True)
+class EvidenceList:
+    """What `gates evidence` found: every piece of evidence the policy asks for."""
+
+    items: tuple[Item, ...]
+
+    @property
+    def all_formal(self) -> bool:
+        return all(item.state == "formal" for item in self.items)
+
+
+#: --format -> the renderer of an EvidenceList
+RENDERERS: dict[str, Callable[[EvidenceList], str]] = {
+    "text": lambda found: render(list(found.items), as_json=False),
+    "json": lambda found: render(list(found.items), as_json=True),
+}
+
+
 def evidence(inputs: AuditInputs, *, out: Output) -> int:
     """Exit 0 when every piece is formal, 1 otherwise."""
-    as_json, echo = out.as_json, out.echo
-    items = evidence_items(inputs)
-    echo(render(items, as_json=as_json))
-    return exitcodes.OK if all(i.state == "formal" for i in items) else exitcodes.BLOCKED
+    found = EvidenceList(tuple(evidence_items(inputs)))
+    out.render(RENDERERS, found)
+    return exitcodes.OK if found.all_formal else exitcodes.BLOCKED
 
 
 @dataclass(frozen=True)
@@ -246,17 +264,23 @@ class Refreshed:
     output: str
 
 
-def refresh(
-    inputs: AuditInputs,
-    *,
-    dry_run: bool,
-    global_options: tuple[str, ...],
-    out: Output,
-) -> int:
+@dataclass(frozen=True)
+class Refresh:
+    """What `gates refresh` did: each checker re-run (or that would run, with --dry-run),
+    and the training runs it leaves to a person."""
+
+    done: tuple[Refreshed, ...]
+    runs: tuple[Item, ...]
+
+    @property
+    def failed(self) -> bool:
+        return any(r.exit_status not in (None, 0) for r in self.done)
+
+
+def refreshed(inputs: AuditInputs, *, dry_run: bool, global_options: tuple[str, ...]) -> Refresh:
     """Re-run every stale or probe checker output that records its command; training runs
-    are listed, never re-run. Exit 0 when every re-run succeeded."""
+    are listed, never re-run."""
     workspace = inputs.workspace
-    as_json, echo = out.as_json, out.echo
     items = evidence_items(inputs)
     chosen = [i for i in items if i.refreshable and i.state in ("stale", "probe")]
     done: list[Refreshed] = []
@@ -277,21 +301,36 @@ def refresh(
         done.append(
             Refreshed(item.path, item.command, completed.returncode, last[-1] if last else "")
         )
-    runs = [i for i in items if not i.refreshable and i.state != "formal"]
-    if as_json:
-        echo(
-            json.dumps(
-                {
-                    "refreshed": [asdict(r) for r in done],
-                    "not_refreshed": [asdict(i) for i in runs],
-                },
-                indent=2,
-            )
-        )
-    else:
-        echo(_render_refresh(done, runs))
-    failed = any(r.exit_status not in (None, 0) for r in done)
-    return exitcodes.BLOCKED if failed else exitcodes.OK
+    runs = tuple(i for i in items if not i.refreshable and i.state != "formal")
+    return Refresh(tuple(done), runs)
+
+
+def _refresh_json(refresh: Refresh) -> str:
+    document = {
+        "refreshed": [asdict(r) for r in refresh.done],
+        "not_refreshed": [asdict(i) for i in refresh.runs],
+    }
+    return json.dumps(document, indent=2)
+
+
+#: --format -> the renderer of a Refresh
+REFRESH_RENDERERS: dict[str, Callable[[Refresh], str]] = {
+    "text": lambda refresh: _render_refresh(list(refresh.done), list(refresh.runs)),
+    "json": _refresh_json,
+}
+
+
+def refresh(
+    inputs: AuditInputs,
+    *,
+    dry_run: bool,
+    global_options: tuple[str, ...],
+    out: Output,
+) -> int:
+    """Exit 0 when every re-run succeeded, else 1."""
+    done = refreshed(inputs, dry_run=dry_run, global_options=global_options)
+    out.render(REFRESH_RENDERERS, done)
+    return exitcodes.BLOCKED if done.failed else exitcodes.OK
 
 
 def _render_refresh(done: list[Refreshed], runs: list[Item]) -> str:

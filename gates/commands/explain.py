@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import datetime as dt
 import json
 import shlex
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 
 from gates import exitcodes
 from gates.contracts.model import ContractResult
@@ -69,7 +71,23 @@ def remediation_commands(inputs: AuditInputs, found: ContractResult) -> list[str
     return commands
 
 
-def explain(inputs: AuditInputs, contract_id: str, out: Output) -> int:
+@dataclass(frozen=True)
+class Explanation:
+    """What `gates explain ID` found: the contract's result as the audit would report it,
+    the day its waivers are judged on, where it is defined and the commands that would
+    discharge it."""
+
+    found: ContractResult
+    today: dt.date
+    source: str
+    commands: tuple[str, ...]
+
+    @property
+    def blocks(self) -> bool:
+        return self.found.blocks(self.today)
+
+
+def explanation(inputs: AuditInputs, contract_id: str) -> Explanation:
     """One contract evaluated (with the freeze and the receipts it needs), not the audit."""
     chosen = find_contract(_in_force(inputs), contract_id)
     if chosen.spec.check:
@@ -78,17 +96,25 @@ def explain(inputs: AuditInputs, contract_id: str, out: Output) -> int:
     else:  # a contract file that does not load: its error result, as the audit shows it
         result = run_audit(inputs)
         found = find_contract(result.contracts, chosen.spec.id)
-    commands = remediation_commands(inputs, found)
-    if out.as_json:
-        entry = contract_entry(found, result.today) | {"remediation": commands}
-        out.echo(json.dumps(entry, indent=2, ensure_ascii=False))
-        return exitcodes.OK if not found.blocks(result.today) else exitcodes.BLOCKED
+    commands = tuple(remediation_commands(inputs, found))
+    return Explanation(found, result.today, result.relative(found.source), commands)
+
+
+def render_json(explained: Explanation) -> str:
+    entry = contract_entry(explained.found, explained.today)
+    return json.dumps(
+        entry | {"remediation": list(explained.commands)}, indent=2, ensure_ascii=False
+    )
+
+
+def render_text(explained: Explanation) -> str:
+    found, today, commands = explained.found, explained.today, explained.commands
     lines = [
         f"{found.spec.id}: {found.spec.title}",
         f"  check {found.spec.check}, {'blocking' if found.spec.blocking else 'not blocking'}, "
-        f"defined in {result.relative(found.source)}",
+        f"defined in {explained.source}",
         f"  status {found.status.value}"
-        + (" (waived)" if found.waived(result.today) and found.status != "discharged" else ""),
+        + (" (waived)" if found.waived(today) and found.status != "discharged" else ""),
         "criteria:",
         *(f"  [{'x' if c.met else ' '}] {c.name}: {c.detail}" for c in found.criteria),
         f"discharged when: {found.spec.discharge}",
@@ -96,12 +122,22 @@ def explain(inputs: AuditInputs, contract_id: str, out: Output) -> int:
     if commands:
         lines.append("commands that would discharge it:")
         lines += [f"  $ {command}" for command in commands]
-    lines += [f"waiver: {w.describe(result.today)}" for w in found.waivers]
+    lines += [f"waiver: {w.describe(today)}" for w in found.waivers]
     if found.evidence:
         lines.append("evidence:")
         lines += [
             f"  {e.judgement.path}: {'counts' if e.counts else 'counts 0'} ({e.reason})"
             for e in found.evidence
         ]
-    out.echo("\n".join(lines))
-    return exitcodes.OK if not found.blocks(result.today) else exitcodes.BLOCKED
+    return "\n".join(lines)
+
+
+#: --format -> the renderer of an Explanation
+RENDERERS: dict[str, Callable[[Explanation], str]] = {"text": render_text, "json": render_json}
+
+
+def explain(inputs: AuditInputs, contract_id: str, out: Output) -> int:
+    """Exit 0 when the contract does not block (today), else 1."""
+    explained = explanation(inputs, contract_id)
+    out.render(RENDERERS, explained)
+    return exitcodes.BLOCKED if explained.blocks else exitcodes.OK

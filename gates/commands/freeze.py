@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -29,12 +30,22 @@ def render_freeze(report: FreezeReport, *, as_json: bool) -> str:
     return "\n".join(lines)
 
 
+#: --format -> the renderer of a FreezeReport
+RENDERERS: dict[str, Callable[[FreezeReport], str]] = {
+    "text": lambda report: render_freeze(report, as_json=False),
+    "json": lambda report: render_freeze(report, as_json=True),
+}
+
+
 def show(workspace: Workspace, *, out: Output) -> int:
-    as_json, echo = out.as_json, out.echo
-    return show_settings(workspace.root, workspace.config, as_json=as_json, echo=echo)
+    """Exit 0 when the freeze passes, else 1."""
+    report = evaluate_freeze(workspace.root, workspace.config)
+    out.render(RENDERERS, report)
+    return exitcodes.OK if report.verdict == "pass" else exitcodes.BLOCKED
 
 
 def show_settings(root: Path, config: FreezeConfig, *, as_json: bool, echo: Echo) -> int:
+    """`gates freeze show` without the workspace's models (the lean freeze script)."""
     report = evaluate_freeze(root, config)
     echo(render_freeze(report, as_json=as_json))
     return exitcodes.OK if report.verdict == "pass" else exitcodes.BLOCKED

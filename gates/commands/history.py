@@ -9,7 +9,8 @@ import json
 import os
 import shutil
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -161,6 +162,80 @@ def _story_lines(story: StepStory, entries: list[Entry]) -> list[str]:
     return lines
 
 
+@dataclass(frozen=True)
+class Listing:
+    """What `gates history` lists: each commit of the range with its note judged, the
+    story of one step (--step), the range as asked for and where the anchors came from."""
+
+    entries: tuple[Entry, ...]
+    story: StepStory | None
+    range: str
+    anchors_source: str
+
+
+def listing(
+    root: Path, anchors: Anchors, revision_range: str | None, *, step: int | None, depth: int
+) -> Listing:
+    """The notes of the range, judged with ``anchors``."""
+    entries = history(root, revision_range, anchors, depth)
+    story = step_story(entries, step) if step is not None else None
+    shown_range = revision_range or f"HEAD (last {depth})"
+    return Listing(tuple(entries), story, shown_range, anchors.source)
+
+
+def render_json(found: Listing) -> str:
+    story = found.story
+    document: dict[str, object] = {
+        "range": found.range,
+        "notes_ref": "refs/notes/gates",
+        "trust_anchors": found.anchors_source,
+        "commits": [_entry_json(e) for e in found.entries],
+        "step": (
+            {
+                "step": story.step,
+                "bit_exact_now": story.aligned_now,
+                "bit_exact_since": story.aligned_since,
+                "broken_by": story.broken_by,
+                "last_bit_exact_before_break": story.last_aligned_before_break,
+                "commits_judged": story.judged,
+                "commits_not_judged": story.unjudged,
+            }
+            if story
+            else None
+        ),
+    }
+    return json.dumps(document, indent=2)
+
+
+def _entry_line(entry: Entry) -> str:
+    verdict, formal, tensor = _figures(entry)
+    if entry.state is NoteState.TRUSTED:
+        unprotected = entry.summary and not entry.summary.policy.protected
+        state = f"trusted ({entry.reason})" + (" [policy unprotected]" if unprotected else "")
+    elif entry.state is NoteState.MISSING:
+        state = "no note"
+        verdict = formal = tensor = "-"
+    else:
+        state = f"UNTRUSTED, not fact: {entry.reason}"
+        verdict, formal, tensor = (f"[{v}]" if v != "-" else v for v in (verdict, formal, tensor))
+    figures = f"{verdict:<8} {formal:<9} {tensor:<9}"
+    return f"{entry.commit[:12]}  {figures} {state}  {entry.subject}"
+
+
+def render_text(found: Listing) -> str:
+    lines = [f"{'COMMIT':<12}  {'VERDICT':<8} {'FORMAL':<9} {'TENSOR':<9} NOTE"]
+    lines += [_entry_line(entry) for entry in found.entries]
+    if not found.entries:
+        lines.append("(no commits in the range)")
+    if found.story is not None:
+        lines += _story_lines(found.story, list(found.entries))
+    return "\n".join(lines)
+
+
+#: --format -> the renderer of a Listing
+RENDERERS: dict[str, Callable[[Listing], str]] = {"text": render_text, "json": render_json}
+
+
 def show(
     root: Path,
     anchors: Anchors,
@@ -170,52 +245,8 @@ def show(
     depth: int,
     out: Output,
 ) -> int:
-    entries = history(root, revision_range, anchors, depth)
-    story = step_story(entries, step) if step is not None else None
-    echo = out.echo
-    if out.as_json:
-        document: dict[str, object] = {
-            "range": revision_range or f"HEAD (last {depth})",
-            "notes_ref": "refs/notes/gates",
-            "trust_anchors": anchors.source,
-            "commits": [_entry_json(e) for e in entries],
-            "step": (
-                {
-                    "step": story.step,
-                    "bit_exact_now": story.aligned_now,
-                    "bit_exact_since": story.aligned_since,
-                    "broken_by": story.broken_by,
-                    "last_bit_exact_before_break": story.last_aligned_before_break,
-                    "commits_judged": story.judged,
-                    "commits_not_judged": story.unjudged,
-                }
-                if story
-                else None
-            ),
-        }
-        echo(json.dumps(document, indent=2))
-        return exitcodes.OK
-    echo(f"{'COMMIT':<12}  {'VERDICT':<8} {'FORMAL':<9} {'TENSOR':<9} NOTE")
-    for entry in entries:
-        verdict, formal, tensor = _figures(entry)
-        if entry.state is NoteState.TRUSTED:
-            unprotected = entry.summary and not entry.summary.policy.protected
-            state = f"trusted ({entry.reason})" + (" [policy unprotected]" if unprotected else "")
-        elif entry.state is NoteState.MISSING:
-            state = "no note"
-            verdict = formal = tensor = "-"
-        else:
-            state = f"UNTRUSTED, not fact: {entry.reason}"
-            verdict, formal, tensor = (
-                f"[{v}]" if v != "-" else v for v in (verdict, formal, tensor)
-            )
-        figures = f"{verdict:<8} {formal:<9} {tensor:<9}"
-        echo(f"{entry.commit[:12]}  {figures} {state}  {entry.subject}")
-    if not entries:
-        echo("(no commits in the range)")
-    if story is not None:
-        for line in _story_lines(story, entries):
-            echo(line)
+    """List the range (exit 0: a listing is not a verdict)."""
+    out.render(RENDERERS, listing(root, anchors, revision_range, step=step, depth=depth))
     return exitcodes.OK
 
 

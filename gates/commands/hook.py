@@ -7,7 +7,9 @@ import os
 import subprocess
 import sys
 import tempfile
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Literal
 
 import gates
 from gates import exitcodes, git
@@ -70,7 +72,40 @@ def _ours(path: Path) -> bool:
         return False
 
 
+@dataclass(frozen=True)
+class Installed:
+    """What `gates hook install` did: the hook's path and stage, and what the audit it runs
+    still lacks (a protected policy ref, trust anchors)."""
+
+    path: Path
+    stage: str
+    unprotected: bool
+    no_anchors: bool
+
+
+def render_installed(done: Installed) -> str:
+    lines = [f"installed {done.path}: runs `gates audit` at {done.stage}"]
+    if done.unprotected:
+        lines.append(
+            "note: gates.toml [policy] ref is empty, so this audit is judged by the worktree's "
+            'own policy (UNPROTECTED): set it, e.g. ref = "origin/main" (docs/trust.md)'
+        )
+    if done.no_anchors:
+        lines.append(
+            "note: no trust anchors ([trust] ref + path, or GATES_TRUST): nothing can be "
+            "formal until they are set (docs/trust.md)"
+        )
+    return "\n".join(lines)
+
+
 def install(workspace: Workspace, stage: str, *, force: bool, echo: Echo) -> int:
+    """Install the hook (exit 0)."""
+    echo(render_installed(installed(workspace, stage, force=force)))
+    return exitcodes.OK
+
+
+def installed(workspace: Workspace, stage: str, *, force: bool) -> Installed:
+    """The hook written (a foreign one kept aside with ``force``)."""
     _check_interpreter(sys.executable)
     path = hook_path(workspace, stage)
     if path.exists() and not _ours(path):
@@ -84,32 +119,45 @@ def install(workspace: Workspace, stage: str, *, force: bool, echo: Echo) -> int
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(hook_script(sys.executable), encoding="utf-8")
     path.chmod(0o755)
-    echo(f"installed {path}: runs `gates audit` at {stage}")
-    if not workspace.config.policy.ref:
-        echo(
-            "note: gates.toml [policy] ref is empty, so this audit is judged by the worktree's "
-            'own policy (UNPROTECTED): set it, e.g. ref = "origin/main" (docs/trust.md)'
-        )
-    if not (workspace.config.trust.ref or os.environ.get("GATES_TRUST")):
-        echo(
-            "note: no trust anchors ([trust] ref + path, or GATES_TRUST): nothing can be "
-            "formal until they are set (docs/trust.md)"
-        )
-    return exitcodes.OK
+    config = workspace.config
+    no_anchors = not (config.trust.ref or os.environ.get("GATES_TRUST"))
+    return Installed(path, stage, not config.policy.ref, no_anchors)
+
+
+@dataclass(frozen=True)
+class Uninstalled:
+    """What `gates hook uninstall` did: nothing (no hook), removed ours, or removed ours and
+    restored the hook it had kept aside."""
+
+    path: Path
+    stage: str
+    outcome: Literal["none", "removed", "restored"]
+
+
+def render_uninstalled(done: Uninstalled) -> str:
+    if done.outcome == "none":
+        return f"no {done.stage} hook installed"
+    if done.outcome == "restored":
+        return f"removed the gates hook and restored {done.path}"
+    return f"removed {done.path}"
 
 
 def uninstall(workspace: Workspace, stage: str, *, echo: Echo) -> int:
+    """Remove the hook gates installed (exit 0)."""
+    echo(render_uninstalled(uninstalled(workspace, stage)))
+    return exitcodes.OK
+
+
+def uninstalled(workspace: Workspace, stage: str) -> Uninstalled:
+    """Our hook removed, and one kept aside restored; a foreign hook is an error."""
     path = hook_path(workspace, stage)
     if not path.exists():
-        echo(f"no {stage} hook installed")
-        return exitcodes.OK
+        return Uninstalled(path, stage, "none")
     if not _ours(path):
         raise GatesError("this hook was not installed by gates; leaving it", file=path)
     path.unlink()
     backup = path.with_name(path.name + BACKUP_SUFFIX)
     if backup.exists():
         backup.replace(path)
-        echo(f"removed the gates hook and restored {path}")
-    else:
-        echo(f"removed {path}")
-    return exitcodes.OK
+        return Uninstalled(path, stage, "restored")
+    return Uninstalled(path, stage, "removed")

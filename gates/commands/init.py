@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import shutil
+from dataclasses import dataclass
 from pathlib import Path
 
 from gates import exitcodes
@@ -63,7 +64,35 @@ def render_config(pin: str) -> str:
     return TEMPLATE.format(pin=pin, locations=locations)
 
 
+@dataclass(frozen=True)
+class Initialized:
+    """What `gates init` wrote: the pin (empty: unset), how many contract files it copied,
+    and whether it wrote the local state's .gitignore."""
+
+    pin: str
+    copied: int
+    ignored: bool
+
+
+def render_text(done: Initialized) -> str:
+    pin = done.pin or "unset"
+    lines = [f"wrote {CONFIG_NAME} (pin={pin}) and {done.copied} contract(s) in contracts/"]
+    if done.ignored:
+        lines.append(f"wrote {LOCAL_STATE}/.gitignore: git ignores gates' caches and local state")
+    if not done.pin:
+        lines.append("next: `gates freeze pin <commit>` to set the source freeze")
+    lines.append("next: once the policy is on main, uncomment [policy] (and [trust]) in gates.toml")
+    return "\n".join(lines)
+
+
 def init(root: Path, *, pin: str | None, force: bool, echo: Echo) -> int:
+    """Write gates.toml and the contract set (exit 0)."""
+    echo(render_text(initialize(root, pin=pin, force=force)))
+    return exitcodes.OK
+
+
+def initialize(root: Path, *, pin: str | None, force: bool) -> Initialized:
+    """gates.toml (pinned at ``pin``'s commit, if given), the contract set and .gates/."""
     root = root.resolve()
     if not (root / ".git").exists():
         raise ConfigError(
@@ -78,14 +107,7 @@ def init(root: Path, *, pin: str | None, force: bool, echo: Echo) -> int:
     target = root / "contracts"
     copied = _copy_contracts(target, force=force)
     write_text_atomic(config_path, text)
-    ignored = _ignore_local_state(root)
-    echo(f"wrote {CONFIG_NAME} (pin={sha or 'unset'}) and {copied} contract(s) in contracts/")
-    if ignored:
-        echo(f"wrote {LOCAL_STATE}/.gitignore: git ignores gates' caches and local state")
-    if not sha:
-        echo("next: `gates freeze pin <commit>` to set the source freeze")
-    echo("next: once the policy is on main, uncomment [policy] (and [trust]) in gates.toml")
-    return exitcodes.OK
+    return Initialized(sha, copied, _ignore_local_state(root))
 
 
 def _ignore_local_state(root: Path) -> bool:

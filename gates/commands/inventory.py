@@ -5,7 +5,8 @@ from __future__ import annotations
 import contextlib
 import functools
 import gc
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 from pathlib import Path
 
 from gates import exitcodes
@@ -19,7 +20,7 @@ from gates.engine.inputs import AuditInputs
 from gates.external import locate
 from gates.hashing import StatCache
 from gates.naming.families import by_family, grouped
-from gates.receipts.model import ArtifactKind
+from gates.receipts.model import ArtifactKind, Receipt
 from gates.workspace import roots_of
 
 PARITY_FORMAT = "gates.structure_parity/v1"
@@ -111,6 +112,42 @@ def render_text(document: dict[str, object], found: Survey) -> str:
     return "\n".join(lines)
 
 
+@dataclass(frozen=True)
+class InventoryDiff:
+    """What `gates inventory diff` found and wrote: the survey, its output document, the
+    receipt and the output's path."""
+
+    document: dict[str, object]
+    found: Survey
+    receipt: Receipt
+    artifact: str
+
+    @property
+    def failed(self) -> bool:
+        """A structural difference or a rule problem remains, or either side is invalid."""
+        found, document = self.found, self.document
+        invalid = any(not document[side]["valid"] for side in ("reference", "candidate"))  # type: ignore[index]
+        return bool(found.structural or found.rule_problems or invalid)
+
+
+def render_diff_text(diff: InventoryDiff) -> str:
+    stamp = f"{diff.receipt.evidence_class.value}/{diff.receipt.formal_weight}"
+    written = f"wrote {diff.artifact} ({stamp} {diff.receipt.id})"
+    return render_text(diff.document, diff.found) + "\n" + written
+
+
+def render_diff_json(diff: InventoryDiff) -> str:
+    shown = {**diff.document, "output": diff.artifact, "receipt": diff.receipt.id}
+    return indented_json(shown, sort_keys=False, ensure_ascii=True)
+
+
+#: --format -> the renderer of an InventoryDiff
+RENDERERS: dict[str, Callable[[InventoryDiff], str]] = {
+    "text": render_diff_text,
+    "json": render_diff_json,
+}
+
+
 @contextlib.contextmanager
 def collector_paused() -> Iterator[None]:
     """Pause Python's cyclic garbage collector: a full-size survey allocates millions of small,
@@ -138,8 +175,23 @@ def diff(
     out: Output,
 ) -> int:
     """Exit 1 when a structural difference remains or either side is invalid."""
+    found = inventory_diff(audit, reference, candidate, rules=rules, output=output, cwd=cwd)
+    out.render(RENDERERS, found)
+    return exitcodes.BLOCKED if found.failed else exitcodes.OK
+
+
+@collector_paused()
+def inventory_diff(
+    audit: AuditInputs,
+    reference: str,
+    candidate: str,
+    *,
+    rules: str | None,
+    output: str,
+    cwd: Path,
+) -> InventoryDiff:
+    """Both inventories surveyed through the naming rules, the output and its receipt written."""
     workspace = audit.workspace
-    as_json, echo = out.as_json, out.echo
     roots = roots_of(workspace)
     ruleset, rules_source = resolve_rules(audit, rules, cwd)
     cache = StatCache(None)
@@ -156,12 +208,4 @@ def diff(
     receipt, artifact = write_checker_output(
         audit, output, ArtifactKind.STRUCTURE_PARITY, document, []
     )
-    if as_json:
-        shown = {**document, "output": artifact, "receipt": receipt.id}
-        echo(indented_json(shown, sort_keys=False, ensure_ascii=True))
-    else:
-        echo(render_text(document, found))
-        stamp = f"{receipt.evidence_class.value}/{receipt.formal_weight}"
-        echo(f"wrote {artifact} ({stamp} {receipt.id})")
-    failed = bool(found.structural or found.rule_problems or problems[0] or problems[1])
-    return exitcodes.BLOCKED if failed else exitcodes.OK
+    return InventoryDiff(document, found, receipt, artifact)

@@ -8,6 +8,8 @@ import json
 import subprocess
 import sys
 import tempfile
+from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 
 from gates import exitcodes
@@ -16,7 +18,7 @@ from gates.echo import Output
 from gates.engine.inputs import AuditInputs
 from gates.errors import GatesError
 from gates.paths import resolve_inside, to_workspace_relpath
-from gates.receipts.model import ArtifactKind
+from gates.receipts.model import ArtifactKind, Receipt
 from gates.sandbox import Request as SandboxRequest
 from gates.sandbox import prepared, support
 from gates.tensors.probe import PROBE_FORMAT, Finding
@@ -77,6 +79,42 @@ def _sandboxed_probe(
     return bool(result["repeatable"]), findings
 
 
+@dataclass(frozen=True)
+class Probed:
+    """What `gates probe consumed` found and wrote: the output document (which tensors the
+    forward consumed, and whether the probe was repeatable), its receipt and path."""
+
+    document: dict[str, object]
+    receipt: Receipt
+    artifact: str
+
+    @property
+    def repeatable(self) -> bool:
+        return self.document["repeatable"] is True
+
+
+def render_text(probed: Probed) -> str:
+    receipt = probed.receipt
+    tensors: list[dict[str, object]] = probed.document["tensors"]  # type: ignore[assignment]
+    lines = [f"repeatable={json.dumps(probed.repeatable)}"]
+    lines += [f"{t['name']}: {'consumed' if t['consumed'] else 'not consumed'}" for t in tensors]
+    lines.append(
+        f"wrote {probed.artifact} ({receipt.evidence_class.value}/{receipt.formal_weight} "
+        f"{receipt.id})"
+    )
+    lines += [f"  probe because: {reason}" for reason in receipt.stamp_reasons]
+    return "\n".join(lines)
+
+
+def render_json(probed: Probed) -> str:
+    written = {**probed.document, "output": probed.artifact, "receipt": probed.receipt.id}
+    return json.dumps(written, indent=2)
+
+
+#: --format -> the renderer of a Probed
+RENDERERS: dict[str, Callable[[Probed], str]] = {"text": render_text, "json": render_json}
+
+
 def consumed(
     audit: AuditInputs,
     entry: str,
@@ -87,8 +125,16 @@ def consumed(
     out: Output,
 ) -> int:
     """Exit 0 when the probe was repeatable (whatever it found), 1 when it was not."""
+    probed = probe_consumed(audit, entry, names, output=output, cwd=cwd)
+    out.render(RENDERERS, probed)
+    return exitcodes.OK if probed.repeatable else exitcodes.BLOCKED
+
+
+def probe_consumed(
+    audit: AuditInputs, entry: str, names: tuple[str, ...], *, output: str, cwd: Path
+) -> Probed:
+    """The probe run in the sandbox, its output and receipt written."""
     workspace = audit.workspace
-    as_json, echo = out.as_json, out.echo
     file_part, sep, function = entry.rpartition(":")
     if not sep or not file_part or not function:
         raise GatesError(f"{entry!r}: give the entry point as path/to/file.py:function")
@@ -109,15 +155,4 @@ def consumed(
         ],
     }
     receipt, artifact = write_checker_output(audit, output, ArtifactKind.TENSOR_CHECK, document, [])
-    if as_json:
-        echo(json.dumps({**document, "output": artifact, "receipt": receipt.id}, indent=2))
-    else:
-        lines = [f"repeatable={json.dumps(repeatable)}"]
-        lines += [f"{f.name}: {'consumed' if f.consumed else 'not consumed'}" for f in findings]
-        lines.append(
-            f"wrote {artifact} ({receipt.evidence_class.value}/{receipt.formal_weight} "
-            f"{receipt.id})"
-        )
-        lines += [f"  probe because: {reason}" for reason in receipt.stamp_reasons]
-        echo("\n".join(lines))
-    return exitcodes.OK if repeatable else exitcodes.BLOCKED
+    return Probed(document, receipt, artifact)

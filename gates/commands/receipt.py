@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 
 from gates import exitcodes
@@ -15,6 +17,7 @@ from gates.hashing import StatCache, cache_file
 from gates.paths import to_workspace_relpath
 from gates.receipts.create import ReceiptRequest, create_receipt
 from gates.receipts.judge_all import code_in_force
+from gates.receipts.model import Receipt
 from gates.receipts.verify import Judgement, ReceiptRejectedError, Status, judge, read_receipt
 from gates.reporters.json_report import receipt_entry
 from gates.workspace import Workspace
@@ -36,41 +39,68 @@ def _relpaths(workspace: Workspace, given: tuple[str, ...], cwd: Path) -> list[s
     return [to_workspace_relpath(workspace.root, path, cwd) for path in given]
 
 
-def verify(inputs: AuditInputs, paths: tuple[str, ...], *, cwd: Path, out: Output) -> int:
-    """Re-judge the given receipts exactly as `gates audit` would; exit 1 if any is rejected."""
+@dataclass(frozen=True)
+class Verdicts:
+    """What `gates receipt verify` found: each receipt judged as the audit would."""
+
+    judgements: tuple[Judgement, ...]
+
+    @property
+    def rejected(self) -> bool:
+        return any(j.status is Status.REJECTED for j in self.judgements)
+
+
+def verdicts(inputs: AuditInputs, paths: tuple[str, ...], *, cwd: Path) -> Verdicts:
+    """The given receipts judged exactly as `gates audit` judges them."""
     workspace = inputs.workspace
-    as_json, echo = out.as_json, out.echo
     relpaths = _relpaths(workspace, paths, cwd)
     state = judge_workspace(inputs)
     judged = {judgement.path: judgement for judgement in state.receipts}
     context = judging_context(inputs, state.freeze, freeze_discharged(state.frozen))
     code = code_judge(inputs, state.freeze)
-    judgements = [
+    judgements = tuple(
         judged.get(relpath) or code_in_force(judge(context, relpath), code) for relpath in relpaths
-    ]
+    )
     context.cache.save()
-    echo(_render_verdicts(judgements, as_json=as_json))
-    rejected = any(j.status is Status.REJECTED for j in judgements)
-    return exitcodes.BLOCKED if rejected else exitcodes.OK
+    return Verdicts(judgements)
 
 
-def _render_verdicts(judgements: list[Judgement], *, as_json: bool) -> str:
-    if as_json:
-        return json.dumps([receipt_entry(j) for j in judgements], indent=2)
-    return "\n".join(f"{j.path}: {j.status.value} ({j.reason})" for j in judgements)
+#: --format -> the renderer of `gates receipt verify`'s Verdicts
+VERIFY_RENDERERS: dict[str, Callable[[Verdicts], str]] = {
+    "text": lambda v: "\n".join(f"{j.path}: {j.status.value} ({j.reason})" for j in v.judgements),
+    "json": lambda v: json.dumps([receipt_entry(j) for j in v.judgements], indent=2),
+}
 
 
-def show(workspace: Workspace, path: str, *, cwd: Path, out: Output) -> int:
-    """Print one receipt; a receipt that cannot be read is an error naming the reason."""
-    as_json, echo = out.as_json, out.echo
+def verify(inputs: AuditInputs, paths: tuple[str, ...], *, cwd: Path, out: Output) -> int:
+    """Re-judge the given receipts exactly as `gates audit` would; exit 1 if any is rejected."""
+    found = verdicts(inputs, paths, cwd=cwd)
+    out.render(VERIFY_RENDERERS, found)
+    return exitcodes.BLOCKED if found.rejected else exitcodes.OK
+
+
+@dataclass(frozen=True)
+class Shown:
+    """One receipt as `gates receipt show` prints it: where it is, its model, and the
+    document as written (JSON shows the file, not a re-serialisation)."""
+
+    relpath: str
+    receipt: Receipt
+    document: object
+
+
+def shown(workspace: Workspace, path: str, *, cwd: Path) -> Shown:
+    """The receipt at ``path``; one that cannot be read is an error naming the reason."""
     relpath = _relpaths(workspace, (path,), cwd)[0]
     try:
         receipt = read_receipt(workspace.root, relpath)
     except ReceiptRejectedError as exc:
         raise ReceiptError(str(exc), file=relpath) from None
-    if as_json:  # the file as written (it has just been validated), not a re-serialisation
-        echo(pretty_json(json.loads((workspace.root / relpath).read_bytes())).rstrip())
-        return exitcodes.OK
+    return Shown(relpath, receipt, json.loads((workspace.root / relpath).read_bytes()))
+
+
+def render_shown_text(shown: Shown) -> str:
+    receipt, relpath = shown.receipt, shown.relpath
     provenance = receipt.provenance
     lines = [
         f"receipt   {relpath}",
@@ -85,7 +115,19 @@ def show(workspace: Workspace, path: str, *, cwd: Path, out: Output) -> int:
         "subjects",
         *(f"  {s.path}  {s.size} bytes  sha256:{s.sha256}" for s in receipt.subjects),
     ]
-    echo("\n".join(lines))
+    return "\n".join(lines)
+
+
+#: --format -> the renderer of `gates receipt show`'s Shown
+SHOW_RENDERERS: dict[str, Callable[[Shown], str]] = {
+    "text": render_shown_text,
+    "json": lambda s: pretty_json(s.document).rstrip(),
+}
+
+
+def show(workspace: Workspace, path: str, *, cwd: Path, out: Output) -> int:
+    """Print one receipt (exit 0)."""
+    out.render(SHOW_RENDERERS, shown(workspace, path, cwd=cwd))
     return exitcodes.OK
 
 

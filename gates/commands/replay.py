@@ -7,6 +7,7 @@ import hashlib
 import json
 import tempfile
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -46,7 +47,7 @@ from gates.replay.windows import (
     with_resume,
 )
 from gates.training.env import capture
-from gates.trust.keys import key_from_environment
+from gates.trust.keys import SigningKey, key_from_environment
 from gates.workspace import Workspace
 
 
@@ -196,6 +197,33 @@ def replay(inputs: AuditInputs, request: ReplayRequest, *, cwd: Path, out: Outpu
     freeze = evaluate_freeze(workspace.root, workspace.config)
     if freeze.verdict != "pass":
         return _refuse(freeze, out)
+    replayed = replay_run(inputs, request, cwd=cwd, freeze=freeze, signing_key=signing_key)
+    out.render(RENDERERS, replayed)
+    return 0 if replayed.report.result == "match" else 1
+
+
+@dataclass(frozen=True)
+class Replayed:
+    """What `gates replay` did: the signed report of the windows replayed, the detection
+    power of the sample, and the receipt that stamps it (with its workspace path)."""
+
+    report: ReplayReport
+    power: str
+    receipt: Receipt
+    receipt_path: str
+
+
+def replay_run(
+    inputs: AuditInputs,
+    request: ReplayRequest,
+    *,
+    cwd: Path,
+    freeze: FreezeReport,
+    signing_key: SigningKey,
+) -> Replayed:
+    """The sampled and the explicit windows of the run replayed in the sandbox under the
+    passing ``freeze``; the report written and receipted."""
+    workspace = inputs.workspace
     folder = to_workspace_relpath(workspace.root, request.run, cwd)
     if not is_under(folder, workspace.config.evidence.locations):
         raise GatesError(f"run folder {folder} is outside the evidence locations")
@@ -268,17 +296,18 @@ def replay(inputs: AuditInputs, request: ReplayRequest, *, cwd: Path, out: Outpu
         signing_key=signing_key,
     )
     power = detection_power(report.sampled, width, commitments.last_step)
-    if out.as_json:
-        document = report.model_dump(mode="json")
-        document["receipt"] = path.relative_to(workspace.root).as_posix()
-        document["detection_power"] = power
-        out.echo(json.dumps(document, sort_keys=True))
-    else:
-        out.echo(_text(report, power, path.relative_to(workspace.root).as_posix(), receipt))
-    return 0 if outcome == "match" else 1
+    return Replayed(report, power, receipt, path.relative_to(workspace.root).as_posix())
 
 
-def _text(report: ReplayReport, power: str, receipt_path: str, receipt: Receipt) -> str:
+def render_json(replayed: Replayed) -> str:
+    document = replayed.report.model_dump(mode="json")
+    document["receipt"] = replayed.receipt_path
+    document["detection_power"] = replayed.power
+    return json.dumps(document, sort_keys=True)
+
+
+def render_text(replayed: Replayed) -> str:
+    report, power, receipt = replayed.report, replayed.power, replayed.receipt
     lines = [
         f"replay of {report.run} ({report.framework}, {report.total_steps} steps), "
         f"seed {report.seed[:16]} ({report.seed_source})"
@@ -299,5 +328,9 @@ def _text(report: ReplayReport, power: str, receipt_path: str, receipt: Receipt)
             " (bit-exact replay is promised on the run's own; a mismatch here is inconclusive)"
         )
     stamp = f"{receipt.evidence_class.value}/{receipt.formal_weight}"
-    lines += [power, f"{receipt_path}: {stamp}", f"replay={report.result}"]
+    lines += [power, f"{replayed.receipt_path}: {stamp}", f"replay={report.result}"]
     return "\n".join(lines)
+
+
+#: --format -> the renderer of a Replayed (a refusal is remarks on stderr, or its JSON)
+RENDERERS: dict[str, Callable[[Replayed], str]] = {"text": render_text, "json": render_json}

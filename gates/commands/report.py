@@ -5,6 +5,8 @@ from __future__ import annotations
 import importlib.util
 import json
 import math
+from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 
 from gates import exitcodes
@@ -137,6 +139,33 @@ def candidate_order(root: Path, result: AuditResult) -> CandidateOrder | None:
     return CandidateOrder(tuple(entries))
 
 
+@dataclass(frozen=True)
+class PageWritten:
+    """What `gates report --html` wrote: the page's path and size, and the verdict it shows."""
+
+    target: Path
+    size: int
+    verdict: str
+    formal_alignment_steps: int
+
+
+def render_json(written: PageWritten) -> str:
+    document = {
+        "report": str(written.target),
+        "bytes": written.size,
+        "verdict": written.verdict,
+        "formal_alignment_steps": written.formal_alignment_steps,
+    }
+    return json.dumps(document)
+
+
+#: --format -> the renderer of a PageWritten (the page itself is HTML, in its file)
+RENDERERS: dict[str, Callable[[PageWritten], str]] = {
+    "text": lambda written: f"wrote {written.target} (verdict={written.verdict})",
+    "json": render_json,
+}
+
+
 def report(
     inputs: AuditInputs,
     folder: Path,
@@ -145,6 +174,12 @@ def report(
     history_range: str | None = None,
 ) -> int:
     """Write FOLDER/report.html; exit 0 once written, whatever the verdict (the page says it)."""
+    out.render(RENDERERS, page_written(inputs, folder, history_range=history_range))
+    return exitcodes.OK
+
+
+def page_written(inputs: AuditInputs, folder: Path, *, history_range: str | None) -> PageWritten:
+    """The audit drawn as one page, written to FOLDER/report.html."""
     workspace = inputs.workspace
     _require_matplotlib()
     result = run_audit(inputs)
@@ -167,17 +202,5 @@ def report(
             file=target,
             hint="pass --html a folder you can write (outside the repository)",
         ) from None
-    if out.as_json:
-        out.echo(
-            json.dumps(
-                {
-                    "report": str(target),
-                    "bytes": len(page.encode("utf-8")),
-                    "verdict": result.verdict,
-                    "formal_alignment_steps": result.formal_alignment_steps,
-                }
-            )
-        )
-    else:
-        out.echo(f"wrote {target} (verdict={result.verdict})")
-    return exitcodes.OK
+    size = len(page.encode("utf-8"))
+    return PageWritten(target, size, result.verdict, result.formal_alignment_steps)

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 from pathlib import Path
 
 from gates import exitcodes
@@ -11,7 +13,7 @@ from gates.echo import Output
 from gates.engine.audit import AuditResult, run_audit
 from gates.engine.inputs import AuditInputs
 from gates.errors import GatesError
-from gates.outputs.read import read_outputs
+from gates.outputs.read import OutputFigures, read_outputs
 from gates.reporters import status_md
 from gates.reporters.json_report import audit_object
 
@@ -40,17 +42,45 @@ def update_pr_body(path: Path, block: str) -> bool:
     return True
 
 
-def status(inputs: AuditInputs, *, lang: str, pr_body: Path | None, out: Output) -> int:
-    """Exit 0 when the verdict is pass, else 1 (``out.format``: markdown or json)."""
+@dataclass(frozen=True)
+class StatusReport:
+    """What `gates status` shows: the audit, the language of the block, and the figures of
+    the receipts its evidence table shows (read only for a format that shows them)."""
+
+    result: AuditResult
+    lang: str
+    outputs: Mapping[str, OutputFigures]
+
+    @property
+    def passed(self) -> bool:
+        return self.result.verdict == "pass"
+
+
+#: The formats that show the evidence table's figures (JSON lists the receipts only).
+SHOWS_FIGURES = frozenset({"markdown"})
+
+
+def status_report(inputs: AuditInputs, lang: str, *, figures: bool) -> StatusReport:
+    """The audit, and with ``figures`` the outputs of the receipts the block shows."""
     result = run_audit(inputs)
-    if out.as_json:
-        out.echo(json.dumps(status_object(result, lang), indent=2, ensure_ascii=False))
+    outputs = read_outputs(result.root, status_md.shown_evidence(result)) if figures else {}
+    return StatusReport(result, lang, outputs)
+
+
+#: --format -> the renderer of a StatusReport
+RENDERERS: dict[str, Callable[[StatusReport], str]] = {
+    "markdown": lambda r: status_md.render(r.result, r.lang, outputs=r.outputs),
+    "json": lambda r: json.dumps(status_object(r.result, r.lang), indent=2, ensure_ascii=False),
+}
+
+
+def status(inputs: AuditInputs, *, lang: str, pr_body: Path | None, out: Output) -> int:
+    """Exit 0 when the verdict is pass, else 1 (``out.format``: markdown or json); with
+    ``pr_body`` the markdown block goes into that file and stdout says whether it changed."""
+    report = status_report(inputs, lang, figures=out.format in SHOWS_FIGURES)
+    if pr_body is None or out.as_json:
+        out.render(RENDERERS, report)
     else:
-        outputs = read_outputs(result.root, status_md.shown_evidence(result))
-        block = status_md.render(result, lang, outputs=outputs)
-        if pr_body is None:
-            out.echo(block)
-        else:
-            changed = update_pr_body(pr_body, block)
-            out.echo(f"{pr_body}: status block {'updated' if changed else 'unchanged'}")
-    return exitcodes.OK if result.verdict == "pass" else exitcodes.BLOCKED
+        changed = update_pr_body(pr_body, RENDERERS["markdown"](report))
+        out.echo(f"{pr_body}: status block {'updated' if changed else 'unchanged'}")
+    return exitcodes.OK if report.passed else exitcodes.BLOCKED

@@ -179,5 +179,5 @@ def steps(inputs: AuditInputs, *, limit: int | None, out: Output) -> int:
     """Exit 0 when formal_alignment_steps reaches the required steps and no receipt is
     rejected (a rejected input may be what the count should have used), else 1."""
     report = steps_report(inputs, limit)
-    out.echo(RENDERERS[out.format](report))
+    out.render(RENDERERS, report)
     return exitcodes.OK if report.met else exitcodes.BLOCKED

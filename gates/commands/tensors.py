@@ -4,11 +4,13 @@ output, receipt it."""
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 
 from gates import exitcodes
 from gates.checkers.outputs import receipt_binding, write_checker_output
-from gates.echo import Echo, Output
+from gates.echo import Output
 from gates.engine.audit import judge_workspace
 from gates.engine.inputs import AuditInputs
 from gates.naming.rules import RuleSet
@@ -123,13 +125,50 @@ def render_text(document: dict[str, object], receipt: Receipt, artifact: str) ->
     return "\n".join(lines)
 
 
-def _emit(
-    document: dict[str, object], receipt: Receipt, artifact: str, as_json: bool, echo: Echo
-) -> None:
-    if as_json:
-        echo(json.dumps({**document, "output": artifact, "receipt": receipt.id}, indent=2))
-    else:
-        echo(render_text(document, receipt, artifact))
+@dataclass(frozen=True)
+class TensorsChecked:
+    """What `gates check tensors` (or `check determinism` on dumps) found and wrote: the
+    output document, its receipt and path, and whether the check passed."""
+
+    document: dict[str, object]
+    receipt: Receipt
+    artifact: str
+    passed: bool
+
+
+def render_json(checked: TensorsChecked) -> str:
+    shown = {**checked.document, "output": checked.artifact, "receipt": checked.receipt.id}
+    return json.dumps(shown, indent=2)
+
+
+#: --format -> the renderer of a pair's TensorsChecked
+RENDERERS: dict[str, Callable[[TensorsChecked], str]] = {
+    "text": lambda c: render_text(c.document, c.receipt, c.artifact),
+    "json": render_json,
+}
+
+
+def render_determinism_text(checked: TensorsChecked) -> str:
+    document, receipt = checked.document, checked.receipt
+    runs: list[dict[str, object]] = document["runs"]  # type: ignore[assignment]
+    pairs: list[dict[str, object]] = document["pairs"]  # type: ignore[assignment]
+    lines = [f"runs={len(runs)}", f"deterministic={json.dumps(document['deterministic'])}"]
+    for pair in pairs:
+        lines.append(f"{runs[0]['path']} against {pair['against']}: {json.dumps(pair['totals'])}")
+        lines += [f"  problem: {p}" for p in pair["problems"]]  # type: ignore[attr-defined]
+    lines.append(f"first_divergence={json.dumps(document['first_divergence'])}")
+    lines.append(
+        f"wrote {checked.artifact} ({receipt.evidence_class.value}/{receipt.formal_weight} "
+        f"{receipt.id})"
+    )
+    return "\n".join(lines)
+
+
+#: --format -> the renderer of the repeats' TensorsChecked (the names of check.RENDERERS)
+DETERMINISM_RENDERERS: dict[str, Callable[[TensorsChecked], str]] = {
+    "text": render_determinism_text,
+    "json": render_json,
+}
 
 
 def _open(workspace: Workspace, given: str, cwd: Path) -> tuple[str, Path]:
@@ -149,8 +188,25 @@ def check_tensors(
     out: Output,
 ) -> int:
     """Exit 0 when every compared tensor is bit-identical and nothing is missing, else 1."""
+    checked = tensors_check(
+        audit, reference, candidate, rules=rules, selection=selection, output=output, cwd=cwd
+    )
+    out.render(RENDERERS, checked)
+    return exitcodes.OK if checked.passed else exitcodes.BLOCKED
+
+
+def tensors_check(
+    audit: AuditInputs,
+    reference: str,
+    candidate: str,
+    *,
+    rules: str | None,
+    selection: Selection,
+    output: str,
+    cwd: Path,
+) -> TensorsChecked:
+    """Two dumps compared through the naming rules, the output and its receipt written."""
     workspace = audit.workspace
-    as_json, echo = out.as_json, out.echo
     ref_rel, ref_path = _open(workspace, reference, cwd)
     cand_rel, cand_path = _open(workspace, candidate, cwd)
     ruleset, rules_source = _ruleset(audit, rules, cwd)
@@ -175,8 +231,7 @@ def check_tensors(
     receipt, artifact = write_checker_output(
         audit, output, ArtifactKind.TENSOR_CHECK, document, inputs, judged_under=judged.freeze
     )
-    _emit(document, receipt, artifact, as_json, echo)
-    return exitcodes.OK if comparison.aligned else exitcodes.BLOCKED
+    return TensorsChecked(document, receipt, artifact, comparison.aligned)
 
 
 def _receipt_id(judgement: Judgement | None) -> str | None:
@@ -191,8 +246,17 @@ def check_dump_determinism(
     cwd: Path,
     out: Output,
 ) -> int:
-    """Repeats of one side: every dumped tensor of every repeat identical to the first's."""
-    as_json, echo = out.as_json, out.echo
+    """Repeats of one side: exit 0 when every dumped tensor of every repeat is identical to
+    the first's, else 1."""
+    checked = dump_determinism_check(audit, runs, output=output, cwd=cwd)
+    out.render(DETERMINISM_RENDERERS, checked)
+    return exitcodes.OK if checked.passed else exitcodes.BLOCKED
+
+
+def dump_determinism_check(
+    audit: AuditInputs, runs: tuple[str, ...], *, output: str, cwd: Path
+) -> TensorsChecked:
+    """Every repeat's dump compared with the first's, the output and its receipt written."""
     workspace = audit.workspace
     opened = [_open(workspace, run, cwd) for run in runs]
     dumps = [open_dump(path, rel) for rel, path in opened]
@@ -220,17 +284,4 @@ def check_dump_determinism(
     receipt, artifact = write_checker_output(
         audit, output, ArtifactKind.TENSOR_CHECK, document, inputs, judged_under=judged.freeze
     )
-    if as_json:
-        echo(json.dumps({**document, "output": artifact, "receipt": receipt.id}, indent=2))
-    else:
-        lines = [f"runs={len(runs)}", f"deterministic={json.dumps(deterministic)}"]
-        for pair in pairs:
-            lines.append(f"{opened[0][0]} against {pair['against']}: {json.dumps(pair['totals'])}")
-            lines += [f"  problem: {p}" for p in pair["problems"]]  # type: ignore[attr-defined]
-        lines.append(f"first_divergence={json.dumps(first_divergence)}")
-        lines.append(
-            f"wrote {artifact} ({receipt.evidence_class.value}/{receipt.formal_weight} "
-            f"{receipt.id})"
-        )
-        echo("\n".join(lines))
-    return exitcodes.OK if deterministic else exitcodes.BLOCKED
+    return TensorsChecked(document, receipt, artifact, deterministic)
