@@ -593,8 +593,6 @@ def _scan(raws: Sequence[bytes]) -> _Scan | None:
         text = b"\x00".join(chain((b"",), stripped)).decode("utf-8")
     except UnicodeDecodeError:
         return None
-    if text.count("\x00") != count:
-        return None  # a NUL inside a header
     rows = _CANONICAL_HEADERS.findall(text)
     nuls, opens, pairs, names, dtypes, shapes, starts, ends, closes = map(
         list, zip(*rows, strict=True)
@@ -612,7 +610,7 @@ def _scan(raws: Sequence[bytes]) -> _Scan | None:
     covered += sum(map(len, chain(names, dtypes, shapes, starts, ends)))
     if (
         covered != len(text)
-        or len(marks) != count
+        or len(marks) != count  # a NUL inside a header
         or "" in opens  # an entry right after the NUL: no `{`
         or len(set(firsts)) != count  # a header of no entry
         or firsts[-1] >= len(names)
@@ -624,9 +622,7 @@ def _scan(raws: Sequence[bytes]) -> _Scan | None:
     return _Scan((names, dtypes, shapes, starts, ends), firsts, opens, metadata)
 
 
-def _canonical_all(  # noqa: PLR0911 - each return is one check failing
-    raws: Sequence[bytes], sizes: Sequence[int]
-) -> list[Header] | None:
+def _canonical_all(raws: Sequence[bytes], sizes: Sequence[int]) -> list[Header] | None:
     """The headers, when every one is canonical (`_scan`), its tensors in offset order,
     the names unique across all of them and every layout valid; None otherwise, and each
     header then goes through `parse_header`. What `_canonical` checks one header at a
@@ -641,9 +637,7 @@ def _canonical_all(  # noqa: PLR0911 - each return is one check failing
         or not set(dtypes) <= DTYPE_BITS.keys()
     ):
         return None
-    dims = {shape: _dims(shape) for shape in set(shapes)}
-    if max(chain.from_iterable(dims.values()), default=0) > USIZE_MAX:
-        return None
+    dims = {shape: _dims(shape) for shape in set(shapes)}  # each >= 1: bits >= every dim
     # in offset order, as the library writes: each entry starts where the one before it
     # ends, the first of each header at 0 (the numbers are canonical: equal as text)
     chained = ["0", *ends[:-1]]
@@ -681,7 +675,8 @@ def _all_metadata(scan: _Scan) -> list[dict[str, str] | None] | None:
     metadata: list[dict[str, str] | None] = [None] * len(scan.opens)
     for index in compress(range(len(scan.opens)), map(operator.ne, scan.opens, repeat("{"))):
         pairs = _METADATA_PAIR.findall(scan.metadata[index])
-        metadata[index] = dict(pairs)
-        if len(metadata[index]) != len(pairs):  # type: ignore[arg-type]
+        found = dict(pairs)
+        if len(found) != len(pairs):
             return None
+        metadata[index] = found
     return metadata
