@@ -21,7 +21,6 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from functools import partial
 from itertools import chain, compress, repeat
-from operator import attrgetter, methodcaller
 from pathlib import Path
 from typing import Any, NamedTuple
 
@@ -61,8 +60,8 @@ class _Listing(NamedTuple):
     regular: set[str]
 
 
-_NAME = attrgetter("name")
-_IS_REGULAR = methodcaller("is_file", follow_symlinks=False)
+_NAME = operator.attrgetter("name")
+_IS_REGULAR = operator.methodcaller("is_file", follow_symlinks=False)
 
 
 def _listing(folder: Path) -> _Listing:
@@ -144,7 +143,7 @@ def _read_problem(name: str, error: HeaderError | OSError) -> str:
 
 # tuple.__new__ on (shard, entry), called from C (the named tuple's own __new__ is Python)
 _NEW_LOCATED: Any = partial(tuple.__new__, Located)
-_TENSORS = attrgetter("tensors")
+_TENSORS = operator.attrgetter("tensors")
 
 
 def _place_tensors(checkpoint: Checkpoint) -> None:

@@ -499,8 +499,10 @@ def read_headers(paths: Sequence[str]) -> list[Header | HeaderError | OSError]:
     """`read_header` of many files, in order the header of each or why it has none: the
     files read one by one, their headers checked together (`parse_headers`).
 
-    A symlink is refused (ELOOP). A file is read from its start by one `pread` of 64 KiB;
-    an answer shorter than that ends at the end of the file, so its length is the file's
+    A symlink is refused (ELOOP); that a path is a regular file is the caller's to check
+    (the checkpoint loader takes each entry's type from the folder's listing), a FIFO or
+    a folder fails its read. A file is read from its start by one `pread` of 64 KiB; an
+    answer shorter than that ends at the end of the file, so its length is the file's
     size and only a longer file costs an `fstat`.
     """
     results: list[Header | HeaderError | OSError | None] = []
