@@ -11,7 +11,8 @@
     and `json.loads` alone (a reader built on Python's JSON decoder), and the least a
     reader that hands over one object per tensor does (each header's fields in one C
     pass of the canonical regular expression, the entries and placed tensors built, the
-    index parsed; no check at all).
+    index parsed; no check at all), and the system calls alone (each file opened, its first
+    64 KiB read, closed: what any reader of the files pays).
 Files are written first, so both sides read from the page cache. Medians of --repeats.
 
 Usage: python bench/bench_checkpoint.py [--size-mib 2048] [--shards 1000] [--repeats 3]
@@ -42,7 +43,7 @@ from safetensors.numpy import save_file
 from gates.checkpoints.check import check_checkpoint
 from gates.checkpoints.layout import _NEW_LOCATED, INDEX_NAME, Located, load_checkpoint
 from gates.hashing import StatCache
-from gates.safetensors.header import _CANONICAL_ENTRY, _NEW_ENTRY
+from gates.safetensors.header import _CANONICAL_ENTRY, _NEW_ENTRY, FIRST_READ, OPEN_FLAGS
 
 REPO = Path(__file__).resolve().parent.parent
 SHARDS = 8
@@ -133,6 +134,14 @@ def objects_floor(shards: list[Path]) -> None:
     json.loads((shards[0].parent / INDEX_NAME).read_bytes())
 
 
+def syscalls_floor(shards: list[Path]) -> None:
+    """What reading the files costs before any header is looked at: open, pread, close."""
+    for path in map(str, shards):
+        fd = os.open(path, OPEN_FLAGS)
+        os.pread(fd, FIRST_READ, 0)
+        os.close(fd)
+
+
 def openssl(files: list[Path]) -> None:
     subprocess.run(
         ["openssl", "dgst", "-sha256", *map(str, files)], check=True, capture_output=True
@@ -164,10 +173,12 @@ def main() -> int:
             inventoried = median_cpu_seconds(lambda f=folder: load_checkpoint(f), args.repeats)  # type: ignore[misc]
             floor = median_cpu_seconds(lambda s=shards: json_only(s), args.repeats)  # type: ignore[misc]
             objects = median_cpu_seconds(lambda s=shards: objects_floor(s), args.repeats)  # type: ignore[misc]
+            calls = median_cpu_seconds(lambda s=shards: syscalls_floor(s), args.repeats)  # type: ignore[misc]
             results[f"inventory_{label}_over_safe_open_listing"] = round(listed / inventoried, 2)
             results[f"json_loads_floor_{label}_over_safe_open_listing"] = round(listed / floor, 2)
             results[f"objects_floor_{label}_over_safe_open_listing"] = round(listed / objects, 2)
             results[f"inventory_{label}_over_objects_floor"] = round(objects / inventoried, 2)
+            results[f"syscalls_floor_{label}_over_safe_open_listing"] = round(listed / calls, 2)
     finally:
         shutil.rmtree(root, ignore_errors=True)
     report(results, args.out)

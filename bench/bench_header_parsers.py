@@ -3,14 +3,16 @@ or the safetensors library's own listing, on the same header bytes.
 
 Times, in CPU seconds of this process (medians of --repeats, the parsers interleaved),
 on the header-only GLM-5.2 key set (about 62,000 names in 64 shards) and on 1,000
-shards of 64 tensors (bench_checkpoint.py's folders):
+shards of 2 and of 64 tensors (bench_checkpoint.py's folders):
   * `json.loads` of every header's bytes (the decoder gates uses);
   * `orjson.loads` of the same bytes, when orjson is installed (it is not a dependency:
     `pip install orjson` to run this part);
   * `safe_open` listing the keys of every shard (its Rust reader, file opening included);
   * gates' canonical scan (one regular expression over the library's compact text, in C:
     the fields of every tensor as strings, no check), the first pass of `parse_header`;
-  * `parse_header` itself (every check, the entries built).
+  * `parse_header` itself (every check, the entries built), header by header;
+  * `parse_headers`, the same of all headers at once (small ones checked a batch at a
+    time), as the inventory calls it.
 
 Usage: python bench/bench_header_parsers.py [--repeats 7]
 """
@@ -31,7 +33,7 @@ from pathlib import Path
 from bench_checkpoint import listing, write_glm_key_set, write_sharded
 from common import report
 
-from gates.safetensors.header import _CANONICAL_ENTRY, parse_header
+from gates.safetensors.header import _CANONICAL_ENTRY, parse_header, parse_headers
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -59,6 +61,7 @@ def main() -> int:
     try:
         sets = {
             "glm52_keys": write_glm_key_set(root / "glm52"),
+            "2_tensors": write_sharded(root / "two", 1, 1000, tensors_per_shard=2),
             "64_tensors": write_sharded(root / "sixty-four", 8, 1000, tensors_per_shard=64),
         }
         for label, shards in sets.items():
@@ -72,6 +75,7 @@ def main() -> int:
                 "parse_header": lambda t=texts, z=sizes: [  # type: ignore[misc]
                     parse_header(x, n) for x, n in zip(t, z, strict=True)
                 ],
+                "parse_headers": lambda t=texts, z=sizes: parse_headers(t, z),  # type: ignore[misc]
             }
             if orjson is not None:
                 contenders["orjson"] = lambda t=texts: [orjson.loads(x) for x in t]  # type: ignore[misc]
@@ -85,7 +89,7 @@ def main() -> int:
             results[f"{label}_json_s"] = round(median["json"], 3)
             results[f"{label}_safe_open_listing_s"] = round(median["safe_open"], 3)
             results[f"{label}_safe_open_over_json"] = round(median["safe_open"] / median["json"], 2)
-            for name in ("canonical_scan", "parse_header"):
+            for name in ("canonical_scan", "parse_header", "parse_headers"):
                 results[f"{label}_{name}_s"] = round(median[name], 3)
                 results[f"{label}_{name}_over_json"] = round(median[name] / median["json"], 2)
             if orjson is not None:

@@ -14,13 +14,14 @@ from __future__ import annotations
 
 import json
 import random
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 import gates.safetensors.header as header_module
 from gates.safetensors.dtypes import DTYPE_BITS
-from gates.safetensors.header import HeaderError, parse_header
+from gates.safetensors.header import HeaderError, parse_header, parse_headers
 
 DTYPES = ["F32", "BF16", "U8", "F4", "F6_E2M3", "I64", "BOOL"]
 
@@ -222,3 +223,144 @@ def test_the_library_writes_canonical_headers(tmp_path: Path) -> None:
         "b.weight": ("F32", (2, 3)),
         "a": ("U8", (1,)),
     }
+
+
+BATCH_CHANGES = (
+    ("{", "{\x00"),  # a NUL: the batch's own separator
+    ("}}", "}}\x00"),
+    ("{", "\x00{"),
+    ("{", ""),  # no opening brace: the batch's start of a header without one
+    ("}}", "},"),  # no closing brace: an entry ends with `,`
+    ('},"', '}}"'),  # an entry closes the object, and another follows it
+    ("}}", "}}\n"),  # white space after the object: valid
+)
+SPOILS = ("order", "names", "repeat", "metadata", "shape", "huge", "entries", "text", "whole")
+
+
+def batch_member(
+    rng: random.Random, index: int, spoil: str | None, change: tuple[str, str] | None = None
+) -> tuple[bytes, int]:
+    """A header for a batch: names of its own, in offset order as the library writes them,
+    metadata or not; then spoiled one way, if ``spoil`` says so."""
+    tensors, size = valid_header(rng)
+    if spoil != "names":  # else the names of another header of the batch
+        tensors = {f"{name}.{index}": info for name, info in tensors.items()}
+    if spoil == "shape":  # twice the elements its offsets hold
+        info: dict[str, list[int]] = rng.choice(list(tensors.values()))  # type: ignore[assignment]
+        info["shape"] = [*info["shape"], 2]
+    if spoil != "order":
+        tensors = dict(sorted(tensors.items(), key=lambda kv: kv[1]["data_offsets"]))  # type: ignore[index]
+    text = json.dumps(tensors, separators=(",", ":"))
+    if rng.random() < 0.3:
+        text = f'{{"__metadata__":{{"format":"pt","shard":"{index}"}},{text[1:]}'
+    if spoil == "repeat" and len(tensors) > 1:  # a name twice, its offsets right
+        first, second = (json.dumps(name) + ":" for name in list(tensors)[:2])
+        text = text.replace(second, first, 1)
+    if spoil == "metadata":  # a tensor named `__metadata__`, laid out right
+        text = text.replace(json.dumps(next(iter(tensors))), '"__metadata__"', 1)
+    if spoil == "huge":  # 2**61 bytes fit u64, not as bits; 17 x 2**60 end beyond u64
+        count = rng.choice([1, 17])
+        each = 2**61 if count == 1 else 2**60
+        huge = [
+            f'"huge.{index}.{n}":{{"dtype":"U8","shape":[{each}],'
+            f'"data_offsets":[{n * each},{(n + 1) * each}]}}'
+            for n in range(count)
+        ]
+        text, size = "{" + ",".join(huge) + "}", count * each
+    if spoil == "entries":
+        text, size = mutate(rng, tensors, size)
+    if spoil == "text":
+        old, new = change or rng.choice(TEXT_CHANGES + BATCH_CHANGES)
+        text = text.replace(old, new, 1)
+    if spoil == "whole":
+        text = rng.choice(["{}", "{", '{"__metadata__":{"a":"b"}}', ""])
+    raw = text.encode("utf-8", "surrogatepass")
+    return raw, 8 + len(raw) + size
+
+
+def batches(rng: random.Random) -> Iterator[list[tuple[bytes, int]]]:
+    """Clean batches; batches with one header spoiled, in each text change and each other
+    way (the case a batch must not hide); batches spoiled all over."""
+    for _ in range(100):
+        yield [batch_member(rng, index, None) for index in range(rng.randint(2, 12))]
+    for change in TEXT_CHANGES[1:] + BATCH_CHANGES:
+        for _ in range(3):
+            spoiled = rng.randrange(3)
+            yield [
+                batch_member(rng, index, "text" if index == spoiled else None, change)
+                for index in range(3)
+            ]
+    for spoil in SPOILS:
+        for _ in range(40 if spoil != "entries" else 200):
+            count = rng.randint(2, 8)
+            spoiled = rng.randrange(count)
+            yield [
+                batch_member(rng, index, spoil if index == spoiled else None)
+                for index in range(count)
+            ]
+    for _ in range(100):
+        spoils = [*SPOILS, None, None, None]
+        yield [batch_member(rng, index, rng.choice(spoils)) for index in range(rng.randint(1, 12))]
+    lacking, surplus = ("}}", "},"), ('},"', '}}"')  # no closing `}`, one too early
+    for _ in range(20):  # what one header lacks, another has too much of
+        raw, size = batch_member(rng, 1, "text", surplus)
+        empty = (b"{", 9 + size - 8 - len(raw))  # no entry; the other's buffer size
+        yield [empty, (raw, size)]
+        yield [(raw, size), batch_member(rng, 2, None), empty]
+        yield [
+            batch_member(rng, index, "text", change)
+            for index, change in enumerate((lacking, surplus))
+        ]
+        yield [
+            batch_member(rng, index, "text", change)
+            for index, change in enumerate((surplus, lacking))
+        ]
+
+
+def test_headers_checked_together_get_each_ones_verdict(monkeypatch: pytest.MonkeyPatch) -> None:
+    """`parse_headers` checks a batch of canonical headers at once: every header must get
+    what `parse_header` gives it alone, whatever the others in its batch are."""
+    rng = random.Random(23)  # noqa: S311 - reproducible test inputs
+    batches_accepted = 0
+    check_all = header_module._canonical_all
+
+    def counted(raws: list[bytes], sizes: list[int]) -> object:
+        nonlocal batches_accepted
+        found = check_all(raws, sizes)
+        batches_accepted += found is not None
+        return found
+
+    monkeypatch.setattr(header_module, "_canonical_all", counted)
+    monkeypatch.setattr(header_module, "BATCH_BYTES", 1 << 20)  # each one batch
+    for members in batches(rng):
+        raws, sizes = [raw for raw, _ in members], [size for _, size in members]
+        together = [
+            ("error", str(found)) if isinstance(found, HeaderError) else found
+            for found in parse_headers(raws, sizes)
+        ]
+        alone = [verdict_of(raw, size) for raw, size in members]
+        assert together == alone, raws
+    assert batches_accepted > 100, batches_accepted
+
+
+def test_headers_are_batched_by_size(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Batches of a few bytes up to one of everything give the same headers."""
+    rng = random.Random(29)  # noqa: S311 - reproducible test inputs
+    members = [batch_member(rng, index, None) for index in range(60)]
+    members[17] = batch_member(rng, 17, "entries")
+    raws, sizes = [raw for raw, _ in members], [size for _, size in members]
+    alone = [verdict_of(raw, size) for raw, size in members]
+    for batch_bytes in (0, 100, 1000, 4096, 1 << 20):
+        monkeypatch.setattr(header_module, "BATCH_BYTES", batch_bytes)
+        together = [
+            ("error", str(found)) if isinstance(found, HeaderError) else found
+            for found in parse_headers(raws, sizes)
+        ]
+        assert together == alone, batch_bytes
+
+
+def verdict_of(raw: bytes, size: int) -> object:
+    try:
+        return parse_header(raw, size)
+    except HeaderError as error:
+        return ("error", str(error))

@@ -10,6 +10,7 @@ tensor in two shards, a shard or tensor the index does not mention.
 
 from __future__ import annotations
 
+import errno
 import gc
 import json
 import operator
@@ -19,13 +20,13 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from functools import partial
-from itertools import repeat
+from itertools import chain, compress, repeat
 from pathlib import Path
 from typing import Any, NamedTuple
 
 from gates.errors import UnsafePathError
 from gates.paths import check_relpath, resolve_inside
-from gates.safetensors.header import Header, HeaderError, TensorEntry, read_header
+from gates.safetensors.header import Header, HeaderError, TensorEntry, read_header, read_headers
 
 INDEX_NAME = "model.safetensors.index.json"
 SHARD_SUFFIX = ".safetensors"
@@ -51,16 +52,32 @@ class Checkpoint:
         return not self.problems
 
 
-def shard_files(folder: Path) -> list[str]:
-    # names, not `Path` objects: pathlib's per-entry work was a tenth of a small-shard listing
-    names = os.listdir(folder)  # noqa: PTH208
-    return sorted(name for name in names if name.endswith(SHARD_SUFFIX))
+class _Listing(NamedTuple):
+    """A folder's entries: every name, the shards among them, the regular files."""
+
+    names: set[str]
+    shards: list[str]
+    regular: set[str]
 
 
-def _read_index(folder: Path, checkpoint: Checkpoint) -> dict[str, str] | None:
-    path = folder / INDEX_NAME
-    if not path.exists() and not path.is_symlink():
+_NAME = operator.attrgetter("name")
+_IS_REGULAR = operator.methodcaller("is_file", follow_symlinks=False)
+
+
+def _listing(folder: Path) -> _Listing:
+    # each entry's type as the listing gives it (d_type): no stat per file; names, not
+    # `Path` objects: pathlib's per-entry work was a tenth of a small-shard listing
+    with os.scandir(folder) as entries:
+        found = list(entries)
+    names = list(map(_NAME, found))
+    shards = sorted(name for name in names if name.endswith(SHARD_SUFFIX))
+    return _Listing(set(names), shards, set(compress(names, map(_IS_REGULAR, found))))
+
+
+def _read_index(folder: Path, listed: _Listing, checkpoint: Checkpoint) -> dict[str, str] | None:
+    if INDEX_NAME not in listed.names:  # neither a file nor a (dangling) symlink
         return None
+    path = folder / INDEX_NAME
     checkpoint.index_present = True
     try:
         document = json.loads(path.read_bytes())
@@ -98,17 +115,46 @@ def _load_shard(folder: Path, name: str, checkpoint: Checkpoint) -> None:
         checkpoint.problems.append(f"{name}: cannot read: {exc.strerror}")
 
 
+def _load_shards(folder: Path, names: list[str], listed: _Listing, checkpoint: Checkpoint) -> None:
+    """Every shard's header: a regular file of the folder's listing whose name needs no
+    check (the listing holds no `/`, `.` or `..`) is read with the others at once; any
+    other name, one at a time, for its exact problem."""
+    plain = [name for name in names if name in listed.regular and "\\" not in name]
+    read = dict(zip(plain, read_headers([f"{folder}/{name}" for name in plain]), strict=True))
+    for name in names:
+        result = read.get(name)
+        if result is None:
+            _load_shard(folder, name, checkpoint)
+        elif isinstance(result, Header):
+            checkpoint.shards[name] = result
+        else:
+            checkpoint.problems.append(_read_problem(name, result))
+
+
+def _read_problem(name: str, error: HeaderError | OSError) -> str:
+    if isinstance(error, FileNotFoundError):  # gone since the listing
+        return f"shard {name} does not exist"
+    if isinstance(error, OSError) and error.errno == errno.ELOOP:  # a symlink since then
+        return f"shard {name} is not a regular file"
+    if isinstance(error, OSError):
+        return f"{name}: cannot read: {error.strerror}"
+    return f"{name}: {error}"
+
+
 # tuple.__new__ on (shard, entry), called from C (the named tuple's own __new__ is Python)
 _NEW_LOCATED: Any = partial(tuple.__new__, Located)
+_TENSORS = operator.attrgetter("tensors")
 
 
 def _place_tensors(checkpoint: Checkpoint) -> None:
     placed = checkpoint.tensors
     shards = sorted(checkpoint.shards.items())
-    for shard, header in shards:
-        located = map(_NEW_LOCATED, zip(repeat(shard), header.tensors.values()))
-        placed.update(zip(header.tensors, located, strict=False))
-    if len(placed) == sum(len(header.tensors) for _, header in shards):
+    tensors = list(map(_TENSORS, map(_HEADER, shards)))
+    holders = chain.from_iterable(map(repeat, map(_SHARD, shards), map(len, tensors)))
+    entries = chain.from_iterable(map(dict.values, tensors))
+    located = map(_NEW_LOCATED, zip(holders, entries, strict=True))
+    placed.update(zip(chain.from_iterable(tensors), located, strict=False))
+    if len(placed) == sum(map(len, tensors)):
         return  # no tensor in two shards: the usual case, checked without a Python loop
     placed.clear()
     for shard, header in shards:
@@ -120,7 +166,8 @@ def _place_tensors(checkpoint: Checkpoint) -> None:
             checkpoint.tensors[name] = Located(shard, entry)
 
 
-_SHARD = operator.itemgetter(0)  # Located.shard
+_SHARD = operator.itemgetter(0)  # Located.shard, and the name of a (name, header) pair
+_HEADER = operator.itemgetter(1)
 
 
 def _check_index(weight_map: dict[str, str], checkpoint: Checkpoint, on_disk: list[str]) -> None:
@@ -170,13 +217,13 @@ def _load_checkpoint(folder: Path) -> Checkpoint:
     if not folder.is_dir() or folder.is_symlink():
         checkpoint.problems.append("not a checkpoint folder (missing, or a symlink)")
         return checkpoint
-    on_disk = shard_files(folder)
-    weight_map = _read_index(folder, checkpoint)
+    listed = _listing(folder)
+    on_disk = listed.shards
+    weight_map = _read_index(folder, listed, checkpoint)
     names = sorted(set(weight_map.values())) if weight_map else on_disk
     if not names and not checkpoint.problems:
         checkpoint.problems.append("no *.safetensors file in the folder")
-    for name in names:
-        _load_shard(folder, name, checkpoint)
+    _load_shards(folder, names, listed, checkpoint)
     _place_tensors(checkpoint)
     if weight_map is not None and weight_map:
         _check_index(weight_map, checkpoint, on_disk)

@@ -27,9 +27,10 @@ import operator
 import os
 import re
 import struct
+from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import partial
-from itertools import chain, repeat
+from itertools import chain, compress, repeat
 from pathlib import Path
 from typing import Any, NamedTuple
 
@@ -459,6 +460,21 @@ def parse_header(raw: bytes, file_size: int) -> Header:
 FIRST_READ = 64 * 1024
 
 
+def _header_bytes(fd: int, start: bytes, size: int) -> bytes:
+    """The header's bytes, given the file's first ``start`` bytes and its size."""
+    if len(start) < 8:
+        raise HeaderError("header too small: the file is shorter than 8 bytes")
+    (length,) = struct.unpack_from("<Q", start)
+    if length > MAX_HEADER_BYTES:
+        raise HeaderError(f"header too large: {length} bytes declared")
+    if 8 + length > size:
+        raise HeaderError(f"invalid header length: {length} bytes declared, file has {size}")
+    raw = start[8 : 8 + length] if 8 + length <= len(start) else os.pread(fd, length, 8)
+    if len(raw) != length:
+        raise HeaderError(f"header changed while read: {len(raw)} of {length} bytes")
+    return raw
+
+
 def read_header(path: Path | str) -> Header:
     """Read and validate the header of one safetensors file (never its tensor bytes).
 
@@ -468,17 +484,201 @@ def read_header(path: Path | str) -> Header:
     fd = os.open(path, os.O_RDONLY)
     try:
         size = os.fstat(fd).st_size
-        start = os.pread(fd, FIRST_READ, 0)
-        if len(start) < 8:
-            raise HeaderError("header too small: the file is shorter than 8 bytes")
-        (length,) = struct.unpack_from("<Q", start)
-        if length > MAX_HEADER_BYTES:
-            raise HeaderError(f"header too large: {length} bytes declared")
-        if 8 + length > size:
-            raise HeaderError(f"invalid header length: {length} bytes declared, file has {size}")
-        raw = start[8 : 8 + length] if 8 + length <= len(start) else os.pread(fd, length, 8)
+        raw = _header_bytes(fd, os.pread(fd, FIRST_READ, 0), size)
     finally:
         os.close(fd)
-    if len(raw) != length:
-        raise HeaderError(f"header changed while read: {len(raw)} of {length} bytes")
     return parse_header(raw, size)
+
+
+# O_NOFOLLOW: a symlinked file is refused by the open itself (ELOOP), no lstat before it;
+# O_NONBLOCK: a FIFO put in a file's place cannot hang the open (its read then fails).
+OPEN_FLAGS = os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK
+
+
+def read_headers(paths: Sequence[str]) -> list[Header | HeaderError | OSError]:
+    """`read_header` of many files, in order the header of each or why it has none: the
+    files read one by one, their headers checked together (`parse_headers`).
+
+    A symlink is refused (ELOOP); that a path is a regular file is the caller's to check
+    (the checkpoint loader takes each entry's type from the folder's listing), a FIFO or
+    a folder fails its read. A file is read from its start by one `pread` of 64 KiB; an
+    answer shorter than that ends at the end of the file, so its length is the file's
+    size and only a longer file costs an `fstat`.
+    """
+    results: list[Header | HeaderError | OSError | None] = []
+    raws: list[bytes] = []
+    sizes: list[int] = []
+    for path in paths:
+        try:
+            fd = os.open(path, OPEN_FLAGS)
+        except OSError as exc:
+            results.append(exc)
+            continue
+        try:
+            start = os.pread(fd, FIRST_READ, 0)
+            size = len(start) if len(start) < FIRST_READ else os.fstat(fd).st_size
+            raws.append(_header_bytes(fd, start, size))
+            sizes.append(size)
+            results.append(None)  # parsed below, with the others
+        except (HeaderError, OSError) as exc:
+            results.append(exc)
+        finally:
+            os.close(fd)
+    parsed = iter(parse_headers(raws, sizes))
+    return [next(parsed) if result is None else result for result in results]
+
+
+def parse_headers(raws: Sequence[bytes], sizes: Sequence[int]) -> list[Header | HeaderError]:
+    """`parse_header` of many headers (``raws``, of files of ``sizes`` bytes), in order the
+    header of each or its error. Small headers are checked a batch at a time
+    (`_canonical_all`, when all of a batch are canonical and in offset order), the rest
+    one by one: batching saves the fixed cost of each header, and a batch kept to a few
+    tens of KiB keeps its columns in the cache, where one batch of all the headers of a
+    large checkpoint is slower than the headers one at a time."""
+    parsed: list[Header | HeaderError] = []
+    start = 0
+    while start < len(raws):
+        stop, held = start, 0
+        while stop < len(raws) and held + len(raws[stop]) <= BATCH_BYTES:
+            held += len(raws[stop])
+            stop += 1
+        batch = _canonical_all(raws[start:stop], sizes[start:stop]) if stop > start + 1 else None
+        stop = max(stop, start + 1)
+        parsed.extend(batch or map(_parse_or_error, raws[start:stop], sizes[start:stop]))
+        start = stop
+    return parsed
+
+
+#: The most header bytes checked in one batch (measured: see docs/performance.md).
+BATCH_BYTES = 16 * 1024
+
+
+def _parse_or_error(raw: bytes, size: int) -> Header | HeaderError:
+    try:
+        return parse_header(raw, size)
+    except HeaderError as exc:
+        return exc
+
+
+# Many canonical headers at once: joined, each after a NUL (which no canonical header
+# holds), they are read by one regular expression whose matches are, in order, each
+# header's start (the NUL, then `{` and a flat `__metadata__` if any) and its entries.
+_PLAIN_STRING = r'"[^"\\\x00-\x1f]*"'
+_PLAIN_PAIR = _PLAIN_STRING + ":" + _PLAIN_STRING
+_HEADER_START = r'(\x00)(\{(?:"__metadata__":\{((?:' + _PLAIN_PAIR + ")(?:," + _PLAIN_PAIR
+_HEADER_START += r")*)?\},)?)?"
+_CANONICAL_HEADERS = re.compile(_HEADER_START + "|" + _CANONICAL_ENTRY.pattern)
+_JSON_SPACE_BYTES = _JSON_SPACE.encode()
+
+
+class _Scan(NamedTuple):
+    """The canonical fields of many headers: the entries' columns (all headers in a row),
+    where each header's entries begin, and each header's start and metadata text."""
+
+    columns: tuple[list[str], list[str], list[str], list[str], list[str]]  # names .. ends
+    firsts: list[int]
+    opens: list[str]
+    metadata: list[str]
+
+
+def _scan(raws: Sequence[bytes]) -> _Scan | None:
+    """The fields of every header, when each is canonical text (as in `_canonical`).
+
+    Sound as `_canonical` is: the matches are disjoint and in order, and as long together
+    as the joined text they tile it; each header then is a NUL, `{` or a canonical
+    metadata, and entries; requiring one or more entries per header, the last one of
+    each and no other closing with `}`, leaves each header exactly `_canonical`'s form.
+    """
+    count = len(raws)
+    stripped = map(bytes.rstrip, raws, repeat(_JSON_SPACE_BYTES))
+    try:
+        text = b"\x00".join(chain((b"",), stripped)).decode("utf-8")
+    except UnicodeDecodeError:
+        return None
+    rows = _CANONICAL_HEADERS.findall(text)
+    nuls, opens, pairs, names, dtypes, shapes, starts, ends, closes = map(
+        list, zip(*rows, strict=True)
+    )
+    # a start's row holds "" for an entry's fields, whose dtype is never empty, and back
+    marks = list(compress(range(len(rows)), nuls))
+    names, shapes, starts, ends, closes = (
+        list(compress(column, dtypes)) for column in (names, shapes, starts, ends, closes)
+    )
+    dtypes = list(filter(None, dtypes))
+    opens = list(compress(opens, nuls))
+    firsts = list(map(operator.sub, marks, range(count)))
+    lasts = [*map(operator.sub, firsts[1:], repeat(1)), len(names) - 1]
+    covered = count + sum(map(len, opens)) + _ENTRY_FRAME * len(names)
+    covered += sum(map(len, chain(names, dtypes, shapes, starts, ends)))
+    if (
+        covered != len(text)
+        or len(marks) != count  # a NUL inside a header
+        or "" in opens  # an entry right after the NUL: no `{`
+        or len(set(firsts)) != count  # a header of no entry
+        or firsts[-1] >= len(names)
+        or closes.count("}") != count
+        or set(map(closes.__getitem__, lasts)) != {"}"}
+    ):
+        return None
+    metadata = list(compress(pairs, nuls))
+    return _Scan((names, dtypes, shapes, starts, ends), firsts, opens, metadata)
+
+
+def _canonical_all(raws: Sequence[bytes], sizes: Sequence[int]) -> list[Header] | None:
+    """The headers, when every one is canonical (`_scan`), its tensors in offset order,
+    the names unique across all of them and every layout valid; None otherwise, and each
+    header then goes through `parse_header`. What `_canonical` checks one header at a
+    time is checked here over the entries of all of them at once."""
+    scan = _scan(raws)
+    if scan is None:
+        return None
+    names, dtypes, shapes, starts, ends = scan.columns
+    if (
+        len(set(names)) != len(names)  # also across headers: a repeat goes the exact way
+        or METADATA_KEY in names
+        or not set(dtypes) <= DTYPE_BITS.keys()
+    ):
+        return None
+    dims = {shape: _dims(shape) for shape in set(shapes)}  # each >= 1: bits >= every dim
+    # in offset order, as the library writes: each entry starts where the one before it
+    # ends, the first of each header at 0 (the numbers are canonical: equal as text)
+    chained = ["0", *ends[:-1]]
+    for first in scan.firsts:
+        chained[first] = "0"
+    if starts != chained:
+        return None
+    stops = list(map(int, ends))
+    firsts = [0, *stops[:-1]]
+    for first in scan.firsts:
+        firsts[first] = 0
+    data_starts = list(map(operator.add, map(len, raws), repeat(8)))
+    lasts = [*map(operator.sub, scan.firsts[1:], repeat(1)), len(names) - 1]
+    buffers = list(map(operator.sub, sizes, data_starts))
+    shaped = list(map(dims.__getitem__, shapes))
+    bits = list(map(operator.mul, map(math.prod, shaped), map(DTYPE_BITS.__getitem__, dtypes)))
+    if (
+        max(stops) > USIZE_MAX
+        or list(map(stops.__getitem__, lasts)) != buffers
+        or max(bits) > USIZE_MAX
+        or bits != list(map(operator.mul, map(operator.sub, stops, firsts), repeat(8)))
+    ):
+        return None  # bits = 8 x (end - start) > 0, chained from 0 to the buffer's end
+    metadata = _all_metadata(scan)
+    if metadata is None:
+        return None
+    entries = list(map(_NEW_ENTRY, zip(names, dtypes, shaped, firsts, stops, strict=True)))
+    cuts = list(map(slice, scan.firsts, [*scan.firsts[1:], len(names)]))
+    tensors = map(dict, map(zip, map(names.__getitem__, cuts), map(entries.__getitem__, cuts)))
+    return list(map(Header, tensors, metadata, data_starts, sizes))
+
+
+def _all_metadata(scan: _Scan) -> list[dict[str, str] | None] | None:
+    """Each header's `__metadata__` (None where it has none); None if a key repeats."""
+    metadata: list[dict[str, str] | None] = [None] * len(scan.opens)
+    for index in compress(range(len(scan.opens)), map(operator.ne, scan.opens, repeat("{"))):
+        pairs = _METADATA_PAIR.findall(scan.metadata[index])
+        found = dict(pairs)
+        if len(found) != len(pairs):
+            return None
+        metadata[index] = found
+    return metadata
