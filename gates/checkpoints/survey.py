@@ -16,8 +16,9 @@ from collections import Counter
 from dataclasses import dataclass, field
 
 from gates.checkpoints.layout import Checkpoint
+from gates.naming.by_family import expect_by_family
 from gates.naming.config_placeholders import resolve
-from gates.naming.rules import Node, RuleSet, expect
+from gates.naming.rules import Node, RuleSet
 
 CLASSES = ("naming", "layout", "dtype", "structural")
 
@@ -114,7 +115,7 @@ def survey(
     names = labels or (str(reference.folder), str(candidate.folder))
     resolved = resolve(ruleset, [(reference.folder, names[0]), (candidate.folder, names[1])])
     found = inventory(candidate)
-    expectation = expect(inventory(reference), resolved.ruleset)
+    expectation = expect_by_family(inventory(reference), resolved.ruleset)
     matched: dict[str, Node] = {}
     by_leaf: dict[str, Difference] = {}
     for name, node in sorted(expectation.nodes.items()):
