@@ -218,15 +218,23 @@ def _rename(
         kept.append(Family(template, names, family.numbers))
     if not renamed:
         return nodes, kept
-    old = list(nodes)
-    new = list(map(renamed.get, old, old))
-    if len(set(new)) != len(new):
-        return None  # two tensors onto one: the per-name path names the first
-    changed = list(map(not_, map(eq, old, new)))
-    before = list(map(nodes.__getitem__, compress(old, changed)))
+    result = _renamed(nodes, renamed, tag)
+    return None if result is None else (result, kept)
+
+
+def _renamed(nodes: Nodes, renamed: dict[str, str], tag: str) -> Nodes | None:
+    """``nodes`` with ``renamed``'s names (old -> new) in their places; None when two
+    tensors would have one name (the per-name path names the first)."""
+    targets = set(renamed.values())
+    if len(targets) != len(renamed):
+        return None
+    if not all(map(renamed.__contains__, filter(nodes.__contains__, targets))):
+        return None  # onto a tensor the rule leaves where it is
+    changed = [old for old, new in renamed.items() if old != new]
+    before = list(map(nodes.__getitem__, changed))
     made = nodes_of(
         (
-            compress(new, changed),
+            map(renamed.__getitem__, changed),
             map(_dtype, before),
             map(_shape, before),
             repeat("rename"),
@@ -236,8 +244,9 @@ def _rename(
             repeat(0),
         )
     )
-    replaced = dict(zip(compress(old, changed), made, strict=True))
-    return dict(zip(new, map(replaced.get, old, nodes.values()), strict=True)), kept
+    replaced = dict(zip(changed, made, strict=True))
+    names = map(renamed.get, nodes, nodes)
+    return dict(zip(names, map(replaced.get, nodes, nodes.values()), strict=True))
 
 
 def _matched(text: str, found: Families, constants: dict[str, str]) -> list[str] | None:
