@@ -13,11 +13,7 @@ and so is each candidate tensor nothing explains:
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
-from itertools import chain, compress, repeat
-from operator import and_, attrgetter, eq, itemgetter, not_
-from typing import Any
 
 from gates.checkpoints.layout import Checkpoint
 from gates.naming.by_family import expect_by_family
@@ -147,62 +143,6 @@ def survey(
 
 
 Found = dict[str, tuple[str, tuple[int, ...]]]
-_dtype, _shape, _rules, _name = (attrgetter(f) for f in ("dtype", "shape", "rules", "name"))
-
-
-def classify(nodes: dict[str, Node], found: Found) -> tuple[dict[str, Node], list[Difference]]:
-    """The expected tensors the candidate has as expected (by name), and a difference per
-    reference tensor that is not (by its name): each class in one pass over its nodes
-    (`classify_one_by_one` where a reference tensor is under two expected ones, a split's)."""
-    items = sorted(nodes.items())
-    expected = list(map(itemgetter(1), items))
-    actual = list(map(found.get, map(itemgetter(0), items)))
-    wanted = zip(map(_dtype, expected), map(_shape, expected), strict=True)
-    same = list(map(eq, actual, wanted))
-    leaf = list(map(eq, map(attrgetter("op"), expected), repeat("leaf")))
-    # the usual case first: a tensor the rules leave as it is, matched
-    differing = list(map(not_, map(and_, same, leaf)))
-    changed = list(compress(items, differing))
-    leaves = list(map(Node.leaves, map(itemgetter(1), changed)))
-    leaf_names = list(map(_name, chain.from_iterable(leaves)))
-    if len(set(leaf_names)) != len(leaf_names):
-        return classify_one_by_one(nodes, found)
-    as_expected = list(compress(same, differing))
-    made = _explained(list(compress(changed, as_expected)), list(compress(leaves, as_expected)))
-    unexpected = list(map(not_, as_expected))
-    for (name, node), under, was in zip(
-        compress(changed, unexpected),
-        compress(leaves, unexpected),
-        compress(compress(actual, differing), unexpected),
-        strict=True,
-    ):
-        made += ((leaf.name, _structural(name, node, leaf, was)) for leaf in under)
-    made.sort(key=itemgetter(0))
-    return dict(compress(items, same)), list(map(itemgetter(1), made))
-
-
-def _explained(
-    items: list[tuple[str, Node]], leaves: list[list[Node]]
-) -> list[tuple[str, Difference]]:
-    """A difference per leaf of each node the candidate has as expected, with the node's
-    class and rules, built column by column."""
-    names = list(map(itemgetter(0), items))
-    nodes = list(map(itemgetter(1), items))
-    counts = list(map(len, leaves))
-    leaf_names = list(map(_name, chain.from_iterable(leaves)))
-
-    def each(values: Iterable[Any]) -> Iterator[Any]:
-        return chain.from_iterable(map(repeat, values, counts))
-
-    made = map(
-        _difference,
-        each(map(_klass, nodes)),
-        zip(leaf_names),
-        each(zip(names)),
-        each(map(_rules, nodes)),
-        map("{} -> {}".format, leaf_names, each(names)),
-    )
-    return list(zip(leaf_names, made, strict=True))
 
 
 def _structural(
@@ -215,11 +155,11 @@ def _structural(
     return Difference("structural", (leaf.name,), (name,), node.rules, detail)
 
 
-def classify_one_by_one(
-    nodes: dict[str, Node], found: Found
-) -> tuple[dict[str, Node], list[Difference]]:
-    """`classify` name by name: a reference tensor under several expected ones (a split's)
-    collects their names in this order."""
+def classify(nodes: dict[str, Node], found: Found) -> tuple[dict[str, Node], list[Difference]]:
+    """The expected tensors the candidate has as expected (by name), and a difference per
+    reference tensor that is not (by its name); a reference tensor under several expected
+    ones (a split's) collects their names. A loop, not a pass of C-level maps per class:
+    that was slower (docs/performance.md), the cost being the objects, not the branches."""
     matched: dict[str, Node] = {}
     by_leaf: dict[str, Difference] = {}
     for name, node in sorted(nodes.items()):

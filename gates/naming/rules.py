@@ -24,6 +24,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 from itertools import compress
+from operator import attrgetter
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -108,6 +109,9 @@ def compile_pattern(text: str, constants: dict[str, str]) -> Pattern:
     return Pattern(literal, re.compile("".join(parts)), tuple(names))
 
 
+_OP, _LEAF = attrgetter("op"), {"leaf"}
+
+
 @dataclass(frozen=True)
 class Node:
     """A tensor as the rules expect it on the candidate side, and how it came to be."""
@@ -125,7 +129,7 @@ class Node:
         if self.op == "leaf":
             return [self]
         children = self.children
-        if all(child.op == "leaf" for child in children):  # the usual depth: no recursion
+        if set(map(_OP, children)) == _LEAF:  # the usual depth: no recursion (a check in C)
             return list(children)
         return [leaf for child in children for leaf in child.leaves()]
 
