@@ -41,8 +41,9 @@ from gates.naming.rules import (
     label,
 )
 
-# a number part between dots, each name between dots (a literal first: searched in C), marked
-# `{}`, which no name holds (a name with a brace has no family)
+# a number part: digits between two dots, each name put between dots (a pattern that starts
+# with a literal is searched in C); marked `{}` in a family's key, which no name holds (a
+# name with a brace has no family)
 _NUMBER_PART = re.compile(r"\.[0-9]+(?=\.)")
 _NUMBER = re.compile(r"\.([0-9]+)(?=\.)")
 _dtype, _shape, _rules = attrgetter("dtype"), attrgetter("shape"), attrgetter("rules")
