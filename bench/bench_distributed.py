@@ -41,12 +41,15 @@ from gates.checkpoints.check import check_checkpoint
 from gates.checkpoints.digest import hash_shards
 from gates.checkpoints.layout import load_checkpoint
 from gates.checkpoints.survey import Survey, _difference, survey
+from gates.checkpoints.survey import inventory as listed_tensors
 from gates.commands.checkpoint import resolve_rules
 from gates.commands.inventory import collector_paused, diff, survey_document
 from gates.echo import Output
 from gates.engine.inputs import load_inputs
 from gates.hashing import StatCache
-from gates.naming.rules import _node
+from gates.naming.by_family import expect_by_family
+from gates.naming.config_placeholders import resolve
+from gates.naming.rules import _node, expect
 from gates.workspace import open_workspace
 
 REPO = Path(__file__).resolve().parent.parent
@@ -236,6 +239,11 @@ def inventory(args: argparse.Namespace, root: Path) -> dict[str, object]:
         surveyed = median_cpu_seconds(
             lambda: survey(sides[0].checkpoint, sides[1].checkpoint, ruleset), args.repeats
         )
+        # the rules alone, a family at a time (as the survey applies them) and name by name
+        placed = listed_tensors(sides[0].checkpoint)
+        resolved = resolve(ruleset, [(folders[0], "reference"), (folders[1], "candidate")]).ruleset
+        by_family = median_cpu_seconds(lambda: expect_by_family(placed, resolved), args.repeats)
+        by_name = median_cpu_seconds(lambda: expect(placed, resolved), args.repeats)
         # the least a survey hands over: a node per reference tensor and a difference per
         # tensor the rules change, built as the survey builds them, no rule applied at all
         names = list(sides[0].checkpoint.tensors)
@@ -255,6 +263,8 @@ def inventory(args: argparse.Namespace, root: Path) -> dict[str, object]:
         "inventory_read_both_sides_cpu_seconds": round(reading, 2),
         "safe_open_listing_cpu_seconds": round(listed, 2),
         "inventory_survey_cpu_seconds": round(surveyed, 2),
+        "inventory_rules_by_family_cpu_seconds": round(by_family, 2),
+        "inventory_rules_by_name_cpu_seconds": round(by_name, 2),
         "survey_objects_floor_cpu_seconds": round(objects, 2),
         "survey_objects_floor_over_safe_open_listing": round(objects / listed, 2),
         "inventory_write_json_cpu_seconds": round(written, 2),

@@ -16,8 +16,9 @@ from collections import Counter
 from dataclasses import dataclass, field
 
 from gates.checkpoints.layout import Checkpoint
+from gates.naming.by_family import expect_by_family
 from gates.naming.config_placeholders import resolve
-from gates.naming.rules import Node, RuleSet, expect
+from gates.naming.rules import Node, RuleSet
 
 CLASSES = ("naming", "layout", "dtype", "structural")
 
@@ -93,11 +94,22 @@ def _difference(
 ) -> Difference:
     """`Difference(...)` without the frozen dataclass's `object.__setattr__` per field (a
     third of building 60,000 of them); the same instance."""
-    made = object.__new__(Difference)
-    made.__dict__.update(
-        klass=klass, reference=reference, candidate=candidate, rules=rules, detail=detail
+    made = _NEW(Difference)
+    _SET(
+        made,
+        "__dict__",
+        {
+            "klass": klass,
+            "reference": reference,
+            "candidate": candidate,
+            "rules": rules,
+            "detail": detail,
+        },
     )
     return made
+
+
+_NEW, _SET = object.__new__, object.__setattr__
 
 
 def survey(
@@ -114,39 +126,8 @@ def survey(
     names = labels or (str(reference.folder), str(candidate.folder))
     resolved = resolve(ruleset, [(reference.folder, names[0]), (candidate.folder, names[1])])
     found = inventory(candidate)
-    expectation = expect(inventory(reference), resolved.ruleset)
-    matched: dict[str, Node] = {}
-    by_leaf: dict[str, Difference] = {}
-    for name, node in sorted(expectation.nodes.items()):
-        actual = found.get(name)
-        if node.op == "leaf" and actual is not None and actual == (node.dtype, node.shape):
-            matched[name] = node  # the usual case first: a tensor the rules leave as it is
-            continue
-        leaves = node.leaves()
-        if actual is None:
-            detail = f"missing on the candidate side (expected as {name})"
-            for leaf in leaves:
-                by_leaf[leaf.name] = Difference("structural", (leaf.name,), (), node.rules, detail)
-            continue
-        if actual != (node.dtype, node.shape):
-            detail = (
-                f"{name}: expected {_describe(node.dtype, node.shape)}, found {_describe(*actual)}"
-            )
-            for leaf in leaves:
-                by_leaf[leaf.name] = Difference(
-                    "structural", (leaf.name,), (name,), node.rules, detail
-                )
-            continue
-        matched[name] = node
-        if node.op == "leaf":
-            continue
-        klass = _klass(node)
-        for leaf in leaves:
-            previous = by_leaf.get(leaf.name)
-            targets = (*previous.candidate, name) if previous else (name,)
-            detail = f"{leaf.name} -> {', '.join(targets)}"
-            by_leaf[leaf.name] = _difference(klass, (leaf.name,), targets, node.rules, detail)
-    differences = [by_leaf[name] for name in sorted(by_leaf)]
+    expectation = expect_by_family(inventory(reference), resolved.ruleset)
+    matched, differences = classify(expectation.nodes, found)
     differences += [
         Difference("structural", (), (name,), (), f"extra on the candidate side: {name}")
         for name in sorted(set(found) - set(expectation.nodes))
@@ -159,3 +140,45 @@ def survey(
         rule_problems=(*resolved.problems, *expectation.problems),
         notes=resolved.notes,
     )
+
+
+Found = dict[str, tuple[str, tuple[int, ...]]]
+
+
+def _structural(
+    name: str, node: Node, leaf: Node, actual: tuple[str, tuple[int, ...]] | None
+) -> Difference:
+    if actual is None:
+        detail = f"missing on the candidate side (expected as {name})"
+        return Difference("structural", (leaf.name,), (), node.rules, detail)
+    detail = f"{name}: expected {_describe(node.dtype, node.shape)}, found {_describe(*actual)}"
+    return Difference("structural", (leaf.name,), (name,), node.rules, detail)
+
+
+def classify(nodes: dict[str, Node], found: Found) -> tuple[dict[str, Node], list[Difference]]:
+    """The expected tensors the candidate has as expected (by name), and a difference per
+    reference tensor that is not (by its name); a reference tensor under several expected
+    ones (a split's) collects their names. A loop, not a pass of C-level maps per class:
+    that was slower (docs/performance.md), the cost being the objects, not the branches."""
+    matched: dict[str, Node] = {}
+    by_leaf: dict[str, Difference] = {}
+    for name, node in sorted(nodes.items()):
+        actual = found.get(name)
+        if node.op == "leaf" and actual is not None and actual == (node.dtype, node.shape):
+            matched[name] = node  # the usual case first: a tensor the rules leave as it is
+            continue
+        leaves = node.leaves()
+        if actual is None or actual != (node.dtype, node.shape):
+            for leaf in leaves:
+                by_leaf[leaf.name] = _structural(name, node, leaf, actual)
+            continue
+        matched[name] = node
+        if node.op == "leaf":
+            continue
+        klass = _klass(node)
+        for leaf in leaves:
+            previous = by_leaf.get(leaf.name)
+            targets = (*previous.candidate, name) if previous else (name,)
+            detail = f"{leaf.name} -> {', '.join(targets)}"
+            by_leaf[leaf.name] = _difference(klass, (leaf.name,), targets, node.rules, detail)
+    return matched, [by_leaf[name] for name in sorted(by_leaf)]

@@ -23,25 +23,27 @@ def family(name: str) -> str:
     return ".".join(parts)
 
 
-# `family` for ASCII names, run over all of them at once: a number part after `layers`,
-# then after `experts`, then any other (the earlier ones are placeholders by then, as in
-# `family`, which looks at the part before as it has already been replaced)
+# `family` for ASCII names, run over all of them at once, each name between dots: a number
+# part after `layers`, then after `experts`, then any other (the earlier ones are
+# placeholders by then, as in `family`, which looks at the part before as it has already
+# been replaced). Each pattern starts with a literal dot, which the regex engine searches in
+# C (a lookbehind first was tried at every character: three times slower)
 _NUMBER_PARTS = (
-    (re.compile(r"(?<=(?<![^.\n])layers\.)[0-9]+(?![^.\n])"), "{L}"),
-    (re.compile(r"(?<=(?<![^.\n])experts\.)[0-9]+(?![^.\n])"), "{E}"),
-    (re.compile(r"(?<![^.\n])[0-9]+(?![^.\n])"), "{N}"),
+    (re.compile(r"\.layers\.[0-9]+(?=\.)"), ".layers.{L}"),
+    (re.compile(r"\.experts\.[0-9]+(?=\.)"), ".experts.{E}"),
+    (re.compile(r"\.[0-9]+(?=\.)"), ".{N}"),
 )
 
 
 def families(names: list[str]) -> list[str]:
     """`family` of each name: three substitutions over the names joined, where they are
     ASCII (`str.isdigit` and `[0-9]` agree there) and hold no newline."""
-    joined = "\n".join(names)
+    joined = "." + ".\n.".join(names) + "."
     if not names or not joined.isascii() or joined.count("\n") != len(names) - 1:
         return list(map(family, names))
     for pattern, placeholder in _NUMBER_PARTS:
         joined = pattern.sub(placeholder, joined)
-    return joined.split("\n")
+    return joined[1:-1].split(".\n.")
 
 
 def by_family(names: Iterable[str]) -> list[tuple[str, int, str]]:
