@@ -168,7 +168,7 @@ def test_a_rule_that_fixes_a_number_changes_only_that_member() -> None:
     ("names", "sources", "target"),
     [
         (["m.1.w", "m.2.w", "m.x.w"], ["m.{q}.w", "m.x.w"], "m.{q}.f"),  # m.x.w in three
-        (["m.1.g", "m.1.u"], ["m.{n}.g", "m.{n}.g"], "m.{n}.f"),  # one tensor twice: KeyError
+        (["m.1.g", "m.1.u"], ["m.{n}.g", "m.{n}.g"], "m.{n}.f"),  # one tensor twice: a rule problem
         (["m.1.g", "m.1.u", "m.1.f"], ["m.{n}.g", "m.{n}.u"], "m.{n}.f"),  # onto a tensor
         (["m.1.g", "m.1.u", "m.2.g"], ["m.{n}.g", "m.{n}.u"], "m.{n}.u"),  # onto a part
         (["m.1.g", "m.1.u", "m.2.g", "m.2.u"], ["m.{n}.g", "m.{n}.u"], "m.f"),  # two onto one
@@ -217,3 +217,14 @@ def _text(rule: object) -> str:
         if isinstance(getattr(rule, key, None), str):
             return str(getattr(rule, key))
     return str(rule.sources[0])  # type: ignore[attr-defined]
+
+
+def test_a_fusion_that_names_one_tensor_twice_is_a_rule_problem_not_a_crash() -> None:
+    reference = dict.fromkeys(["m.1.g", "m.1.u"], ("BF16", (2, 3)))
+    ruleset = RuleSet.model_validate(
+        {"rules": [{"kind": "fuse", "sources": ["m.{n}.g", "m.{n}.g"], "target": "m.{n}.f"}]}
+    )
+    for function in (expect, expect_by_family):
+        assert function(reference, ruleset).problems == [
+            "rule fuse#1: the sources name m.1.g twice; fuse distinct tensors"
+        ]

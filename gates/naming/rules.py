@@ -282,6 +282,9 @@ def _fuse(
             continue
         values = found.groupdict()
         names = [fill(values) for fill in fills]
+        if len(set(names)) != len(names):
+            twice = next(part for part in names if names.count(part) > 1)
+            raise RuleError(f"rule {tag}: the sources name {twice} twice; fuse distinct tensors")
         if not all(part in result for part in names):
             continue
         parts = tuple(result[part] for part in names)
