@@ -340,12 +340,6 @@ def test_concurrent_writer_during_audit_blocks(ws: Workspace) -> None:
     assert any(r.code == "concurrent_writer" for r in result.freeze.reasons)
 
 
-def test_the_cli_format_names_are_the_reporters() -> None:
-    from gates.reporters.formats import FORMATS  # noqa: PLC0415
-
-    assert set(FORMATS) == set(REPORTERS)
-
-
 def test_every_format_choice_has_a_reporter(
     ws: Workspace, capsys: pytest.CaptureFixture[str]
 ) -> None:
