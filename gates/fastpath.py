@@ -58,12 +58,12 @@ if TYPE_CHECKING:
     from collections.abc import Callable
     from typing import Any
 
-STORE_VERSION = b"gates-fastpath 2"
+STORE_VERSION = b"gates-fastpath 3"
 #: The formats whose whole output is stdout (`github` also appends to the job summary file).
 FORMATS = ("text", "json", "junit")
 RACY_WINDOW_NS = 2_000_000_000
 _S_ISDIR = stat.S_ISDIR
-_S_ISLNK = stat.S_ISLNK
+_DIRECTORY_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC
 _ENV_PREFIXES = ("GATES_", "GIT_", "LC_", "XDG_", "PYTHON", "GITHUB_", "PRE_COMMIT")
 _ENV_NAMES = frozenset(
     ("HOME", "LANG", "LANGUAGE", "TZ", "PATH", "TERM", "NO_COLOR", "FORCE_COLOR", "CI", "COLUMNS")
@@ -150,10 +150,12 @@ def _key(info: os.stat_result) -> str:
 
 
 class _Digest:
-    """A running hash of the fingerprint's lines, and the newest timestamp seen."""
+    """A running hash of the fingerprint's lines, and (when ``track_newest``, for the full
+    path's racy check) the newest timestamp seen: the warm answer never needs it."""
 
-    def __init__(self) -> None:
+    def __init__(self, *, track_newest: bool = True) -> None:
         self.hash = _new_hash()
+        self.track_newest = track_newest
         self.newest_ns = 0
 
     def line(self, *parts: object) -> None:
@@ -173,56 +175,83 @@ class _Digest:
     def tree(
         self, label: str, top: str, *, skip_top: str = "", skip_all: str = "", skip: Skip = ()
     ) -> None:
-        """Every entry under ``top``: the stat keys of files and symlinks (and of symlinks'
-        targets), the names and modes of folders (a folder's times move when Python writes
-        bytecode into it, and every change they stand for shows in its listing); a symlinked
-        or unreadable folder is :class:`IneligibleError`. A real folder whose path (relative
-        to ``top``) is in ``skip`` is named with its mode and not entered.
+        """Every entry under ``top``: the key of each file and symlink (mode, inode, size,
+        mtime, ctime; a symlink adds its target's stat key) and the name of each folder; a
+        symlinked or unreadable folder is :class:`IneligibleError`. A folder whose path
+        (relative to ``top``) is in ``skip`` is named and not entered.
 
-        One hash update per folder, of the ``repr`` of its sorted rows (names, modes, stat
-        keys): the walk's cost is then the ``lstat`` of each entry, not Python's formatting.
+        The walk's cost is one ``lstat`` per file (``fstatat`` on the listed folder, so the
+        kernel does not walk the path again) and one formatted row: folders are told apart
+        by the listing's file type and never stat'ed (a folder's times move when Python
+        writes bytecode into it, and every change they stand for shows in its listing), and
+        each folder's sorted rows are hashed in one update. The device is keyed once, with
+        ``top``: a file with another one under it is a mount point, a folder; a folder
+        mounted in the tree lists files of other inodes and ctimes.
         """
-        self.line(label, top, os.stat(top).st_mode)
-        newest = self.newest_ns
+        top_info = os.stat(top)
+        self.line(label, top, top_info.st_mode, top_info.st_dev)
         pending = [""]
+        newest = self.newest_ns
         while pending:
             prefix = pending.pop()
+            folder = f"{top}/{prefix}" if prefix else top
+            rows: list[str] = []
+            infos: list[os.stat_result] = []
             try:
-                with os.scandir(f"{top}/{prefix}" if prefix else top) as listing:
-                    entries = [(entry.name, entry.stat(follow_symlinks=False)) for entry in listing]
+                handle = os.open(folder, _DIRECTORY_FLAGS)
             except OSError as exc:
-                raise IneligibleError(f"{top}/{prefix}: unreadable") from exc
-            entries.sort()  # names are unique in a folder: the stat results are never compared
-            rows: list[tuple[object, ...]] = []
-            for name, info in entries:
-                if name == skip_all or (not prefix and name == skip_top):
-                    continue
-                mode = info.st_mode
-                relpath = f"{prefix}/{name}" if prefix else name
-                if _S_ISDIR(mode):
-                    rows.append((name, mode))
-                    if relpath not in skip:
-                        pending.append(relpath)
-                    continue
-                mtime, ctime = info.st_mtime_ns, info.st_ctime_ns
-                newest = max(newest, mtime, ctime)
-                rows.append((name, mode, info.st_dev, info.st_ino, info.st_size, mtime, ctime))
-                if _S_ISLNK(mode):
-                    rows.append(self._target(top, relpath))
-                    newest = max(newest, self.newest_ns)
-            self.hash.update(repr((prefix, rows)).encode("utf-8", "surrogateescape"))
+                raise IneligibleError(f"{folder}: unreadable") from exc
+            try:
+                with os.scandir(handle) as listing:
+                    for entry in listing:
+                        name = entry.name
+                        if entry.is_dir(follow_symlinks=False):
+                            if name == skip_all or (name == skip_top and not prefix):
+                                continue
+                            # "\0" ends a name (no name holds one): rows never run together
+                            rows.append(f"{name}\0/")
+                            relpath = f"{prefix}/{name}" if prefix else name
+                            if relpath not in skip:
+                                pending.append(relpath)
+                            continue
+                        if name == skip_top and not prefix:  # a linked worktree's .git file
+                            continue
+                        info = entry.stat(follow_symlinks=False)
+                        row = (
+                            f"{name}\0{info.st_mode} {info.st_ino} {info.st_size}"
+                            f" {info.st_mtime_ns} {info.st_ctime_ns}"
+                        )
+                        if entry.is_symlink():
+                            row += self._target(f"{folder}/{name}")
+                        rows.append(row)
+                        infos.append(info)
+            except OSError as exc:
+                raise IneligibleError(f"{folder}: unreadable") from exc
+            finally:
+                os.close(handle)
+            rows.sort()  # the listing's order is the file system's: the key is not
+            rows.append(prefix)
+            # names hold no "\0" and keys are never empty: "\0\0" ends the folder
+            self.hash.update(("\0\n".join(rows) + "\0\0\n").encode("utf-8", "surrogateescape"))
+            if self.track_newest and infos:
+                newest = max(
+                    newest,
+                    max(info.st_mtime_ns for info in infos),
+                    max(info.st_ctime_ns for info in infos),
+                    self.newest_ns,
+                )
         self.newest_ns = newest
 
-    def _target(self, top: str, relpath: str) -> tuple[object, ...]:
-        """The row of a symlink's target (its stat key, or that it dangles)."""
+    def _target(self, path: str) -> str:
+        """What a symlink's row adds: its target's stat key, or that it dangles."""
         try:
-            target = os.stat(f"{top}/{relpath}")
+            target = os.stat(path)
         except OSError:
-            return ("->", "dangling")
+            return " -> dangling"
         if _S_ISDIR(target.st_mode):
-            raise IneligibleError(f"{relpath}: a symlinked folder")
+            raise IneligibleError(f"{path}: a symlinked folder")
         self.newest_ns = max(self.newest_ns, target.st_mtime_ns, target.st_ctime_ns)
-        return ("->", _key(target))
+        return f" -> {_key(target)}"
 
 
 def _nearest(start: str, name: str) -> str | None:
@@ -302,13 +331,16 @@ def workspace_root(request: Request) -> str:
     return root
 
 
-def fingerprint(request: Request, skip: Skip = ()) -> tuple[str, int]:
+def fingerprint(
+    request: Request, skip: Skip = (), *, track_newest: bool = True
+) -> tuple[str, int]:
     """(the hex digest of everything the audit reads for ``request``, the newest timestamp
-    among the files seen); :class:`IneligibleError` when it cannot be computed. The folders
-    in ``skip`` are left out: only the freeze script's full path names them (the governance
-    paths, which the freeze check never reads), and the digest names the list."""
+    among the files seen, or 0 without ``track_newest``); :class:`IneligibleError` when it
+    cannot be computed. The folders in ``skip`` are left out: only the freeze script's full
+    path names them (the governance paths, which the freeze check never reads), and the
+    digest names the list."""
     argv, _directory, _policy_ref, trust_option, _format = request
-    digest = _Digest()
+    digest = _Digest(track_newest=track_newest)
     digest.line("request", STORE_VERSION.decode(), *argv)
     digest.line("skip", *skip)
     digest.line("cwd", os.getcwd())
@@ -582,7 +614,7 @@ def warm_answer(argv: list[str], *, freeze_script: bool = False) -> int | None:
         found = read_stored(path)
         # only the freeze script's answer may leave folders out (those it never reads)
         skip = found.skip if found is not None and freeze_script else ()
-        current, _ = fingerprint(request, skip)
+        current, _ = fingerprint(request, skip, track_newest=False)
     except (IneligibleError, OSError, ValueError):
         return None
     if found is not None and found.fingerprint == current:
