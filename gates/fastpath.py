@@ -191,7 +191,7 @@ class _Digest:
         top_info = os.stat(top)
         self.line(label, top, top_info.st_mode, top_info.st_dev)
         pending = [""]
-        newest = self.newest_ns
+        newest = 0
         while pending:
             prefix = pending.pop()
             folder = f"{top}/{prefix}" if prefix else top
@@ -233,14 +233,10 @@ class _Digest:
             rows.append(prefix)
             # names hold no "\0" and keys are never empty: "\0\0" ends the folder
             self.hash.update(("\0\n".join(rows) + "\0\0\n").encode("utf-8", "surrogateescape"))
-            if self.track_newest and infos:
-                newest = max(
-                    newest,
-                    max(info.st_mtime_ns for info in infos),
-                    max(info.st_ctime_ns for info in infos),
-                    self.newest_ns,
-                )
-        self.newest_ns = newest
+            if self.track_newest:  # the full path's racy check only
+                for info in infos:
+                    newest = max(newest, info.st_mtime_ns, info.st_ctime_ns)
+        self.newest_ns = max(newest, self.newest_ns)  # and the symlinks' targets
 
     def _target(self, path: str) -> str:
         """What a symlink's row adds: its target's stat key, or that it dangles."""
@@ -331,9 +327,7 @@ def workspace_root(request: Request) -> str:
     return root
 
 
-def fingerprint(
-    request: Request, skip: Skip = (), *, track_newest: bool = True
-) -> tuple[str, int]:
+def fingerprint(request: Request, skip: Skip = (), *, track_newest: bool = True) -> tuple[str, int]:
     """(the hex digest of everything the audit reads for ``request``, the newest timestamp
     among the files seen, or 0 without ``track_newest``); :class:`IneligibleError` when it
     cannot be computed. The folders in ``skip`` are left out: only the freeze script's full

@@ -140,6 +140,18 @@ def _touch_subject(ws: Workspace) -> None:
     os.utime(ws.root / "results" / "loss.json")
 
 
+def _rewrite_subject_in_place(ws: Workspace) -> None:
+    """Same size, mtime put back with `os.utime`: only the ctime (which no call sets) moves."""
+    path = ws.root / "results" / "loss.json"
+    before = path.stat()
+    data = path.read_bytes()
+    assert b"0.5" in data
+    path.write_bytes(data.replace(b"0.5", b"0.7"))
+    os.utime(path, ns=(before.st_atime_ns, before.st_mtime_ns))
+    after = path.stat()
+    assert (after.st_size, after.st_mtime_ns) == (before.st_size, before.st_mtime_ns)
+
+
 def _edit_contract(ws: Workspace) -> None:
     contract = sorted((ws.root / "contracts").glob("*.toml"))[0]
     contract.write_text(contract.read_text() + "\n# edited\n")
@@ -174,6 +186,7 @@ def _edit_gates_toml(ws: Workspace) -> None:
 CHANGES: dict[str, Callable[[Workspace], None]] = {
     "a receipt edited": _edit_receipt,
     "a subject touched": _touch_subject,
+    "a subject rewritten in place, its size and mtime kept": _rewrite_subject_in_place,
     "a contract edited": _edit_contract,
     "a source file edited": _edit_source,
     "an untracked file added": _new_untracked_file,
@@ -416,4 +429,16 @@ def test_a_stored_audit_report_never_leaves_a_folder_out(receipted: Workspace) -
     )
     assert forged.returncode == 0, forged.stderr.decode()
     write(receipted.root, "results/loss.json", json.dumps({"losses": [9.0, 0.5]}))
+    assert audit(receipted.root, "--format", "json").path == "full"
+
+
+def test_a_symlinked_file_whose_target_changed_falls_back(
+    receipted: Workspace, tmp_path: Path
+) -> None:
+    """The walk keys a symlink and its target: an edit outside the tree still misses."""
+    target = tmp_path / "outside.txt"
+    target.write_text("first\n")
+    (receipted.root / "notes.txt").symlink_to(target)
+    stored(receipted.root, "--format", "json")
+    target.write_text("second, longer\n")
     assert audit(receipted.root, "--format", "json").path == "full"
