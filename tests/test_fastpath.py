@@ -409,8 +409,9 @@ assert found is not None and not found.skip
 digest, _ = fastpath.fingerprint(request, ("results",))
 assert fastpath.fingerprint(request)[0] == found.fingerprint  # the audit's own conditions
 record = (fastpath.STORE_VERSION, b"results", digest.encode(), str(found.code).encode(), b"")
+body = found.body()
 with open(path, "wb") as handle:
-    handle.write(b"\\n".join(record) + found.body.encode())
+    handle.write(b"\\n".join(record) + body)
 """
 
 
@@ -442,3 +443,30 @@ def test_a_symlinked_file_whose_target_changed_falls_back(
     stored(receipted.root, "--format", "json")
     target.write_text("second, longer\n")
     assert audit(receipted.root, "--format", "json").path == "full"
+
+
+def test_the_warm_answer_into_an_appended_file_or_another_encoding_is_the_same_bytes(
+    receipted: Workspace, tmp_path: Path
+) -> None:
+    """A pipe gets the stored bytes copied by the kernel; a file opened for appending (which
+    `sendfile` refuses) and a stdout that is not UTF-8 get them written: the same bytes."""
+    log = tmp_path / "audit.log"  # before the store: the current folder is on sys.path
+    log.write_bytes(b"before\n")
+    warm = stored(receipted.root, "--format", "json")
+    code = PROBE.format(
+        source=str(REPO_ROOT), days=0, args=["-C", str(receipted.root), "audit", "--format", "json"]
+    )
+    with log.open("ab") as appended:
+        done = subprocess.run(
+            [sys.executable, "-c", code],
+            stdout=appended,
+            stderr=subprocess.PIPE,
+            check=False,
+            cwd=receipted.root.parent,
+            env={**os.environ},  # what audit() passes (the process's own can differ)
+        )
+    assert done.stderr.decode().rsplit("PATH=", 1)[-1].strip() == "warm"
+    assert done.returncode == warm.code
+    assert log.read_bytes() == b"before\n" + warm.out
+    latin = {"PYTHONIOENCODING": "latin-1"}
+    assert stored(receipted.root, "--format", "json", env=latin).out == warm.out
