@@ -17,11 +17,12 @@ The fingerprint (:func:`fingerprint`) covers:
 * gates itself: the interpreter, and the stat key of every file of the
   installed ``gates`` package and of every folder on ``sys.path`` (installing
   or removing a package changes its site-packages folder);
-* the workspace: the stat key (device, inode, size, mtime, ctime) of every
-  file, folder and symlink under the git worktree that holds it (receipts,
-  subjects, contracts, waivers, gates.toml, the source tree the freeze hashes),
-  ``.git`` excepted; a symlink also contributes its target's stat key, and a
-  symlinked folder makes the request ineligible. The freeze script's answer leaves out
+* the workspace: the key (mode, inode, size, mtime, ctime) of every file and
+  symlink under the git worktree that holds it (receipts, subjects, contracts,
+  waivers, gates.toml, the source tree the freeze hashes), ``.git`` excepted,
+  the name of every folder and the worktree's device; a symlink also
+  contributes its target's stat key, and a symlinked folder makes the request
+  ineligible. The freeze script's answer leaves out
   what is under the governance folders, which its check never reads (the full path names
   them, :func:`unread_folders`; the folders themselves are still named);
 * git's state: HEAD, the index, every ref (loose and packed: the policy ref,
@@ -36,7 +37,8 @@ fingerprint taken before the audit equals the one taken after it with no
 file changed within the racy window (a write in the same clock tick as the
 one seen could keep every stat field). The store lives in gates' cache folder
 (outside every workspace; the sandbox never mounts it) and is replaced
-atomically. See docs/trust.md ("The warm audit").
+atomically, and printed as the bytes the full path wrote (:meth:`Stored.print_body`).
+See docs/trust.md ("The warm audit").
 """
 
 from __future__ import annotations
