@@ -18,6 +18,7 @@ Usage: python bench/bench_audit.py [--files 5000] [--receipts 10000] [--repeats 
 from __future__ import annotations
 
 import argparse
+import compileall
 import json
 import os
 import resource
@@ -29,7 +30,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from common import median_seconds, report
+from common import median_cpu_seconds, median_seconds, report
 
 from gates.canonical import pretty_json
 from gates.commands.init import init
@@ -136,14 +137,41 @@ def import_totals(command: list[str], cwd: Path) -> tuple[int, float]:
     return len(selfs), round(sum(selfs) / 1000, 1)
 
 
-def fingerprint_seconds(root: Path, repeats: int) -> float:
-    """The warm path's own work, in this process: the fingerprint of one audit request
-    (the walk of the worktree, git's files, gates' files), without Python's start."""
+def fingerprint_seconds(root: Path, repeats: int) -> tuple[float, float]:
+    """The warm path's own work, in this process: (median wall, median CPU seconds of) the
+    fingerprint of one audit request (the walk of the worktree, git's files, gates' files)
+    as the warm answer takes it, without Python's start or the report's output."""
     from gates import fastpath  # noqa: PLC0415
 
     request = fastpath.parse_request(["-C", str(root), "audit"])
     assert request is not None
-    return median_seconds(lambda: fastpath.fingerprint(request), repeats)
+
+    def take() -> object:
+        return fastpath.fingerprint(request, track_newest=False)
+
+    return median_seconds(take, repeats), median_cpu_seconds(take, repeats)
+
+
+def bare_walk(root: Path) -> int:
+    """The floor of the fingerprint's walk: every entry of the worktree listed and each file
+    `lstat`ed once (on the listed folder), nothing formatted or hashed; the file count."""
+    count = 0
+    pending = [str(root)]
+    while pending:
+        folder = pending.pop()
+        handle = os.open(folder, os.O_RDONLY | os.O_DIRECTORY)
+        try:
+            with os.scandir(handle) as listing:
+                for entry in listing:
+                    if entry.is_dir(follow_symlinks=False):
+                        if entry.name != ".git":
+                            pending.append(f"{folder}/{entry.name}")
+                        continue
+                    entry.stat(follow_symlinks=False)
+                    count += 1
+        finally:
+            os.close(handle)
+    return count
 
 
 def median_seconds_of(steps: list[Step], repeats: int, cwd: Path) -> float:
@@ -211,6 +239,9 @@ def main() -> int:
     parser.add_argument("--repeats", type=int, default=5)
     parser.add_argument("--out", type=Path, default=REPO / "bench" / "out" / "audit.json")
     args = parser.parse_args()
+    # the bytecode an installed gates has (under PYTHONDONTWRITEBYTECODE an edited module
+    # would otherwise be compiled again by every run: 15 ms for gates.fastpath here)
+    compileall.compile_dir(REPO / "gates", quiet=1)
     folder = Path(tempfile.mkdtemp(prefix="gates-bench-"))
     root = folder / "ws"
     try:
@@ -220,7 +251,7 @@ def main() -> int:
         gates = [sys.executable, "-m", "gates", "-C", str(root), "audit", "--format", "json"]
         scripts = Path(sys.executable).parent
         gates_script = [str(scripts / "gates"), *gates[3:]]
-        status = [(["git", "status", "--porcelain"], None)]
+        status: list[Step] = [(["git", "status", "--porcelain"], None)]
         git_status, git_status_cpu = timed(status, args.repeats, root)
         cache = cache_file(root)
         if cache is not None:
@@ -240,14 +271,16 @@ def main() -> int:
         timed([(freeze_console, None)], 2, root)
         freeze_script, freeze_script_cpu = timed([(freeze_console, None)], args.repeats, root)
         raw, raw_cpu = timed(raw_freeze_git_steps(pin), args.repeats, root)
-        fingerprint_s = fingerprint_seconds(root, args.repeats)
+        fingerprint_s, fingerprint_cpu = fingerprint_seconds(root, args.repeats)
+        walk_cpu = median_cpu_seconds(lambda: bare_walk(root), args.repeats)
+        _, python_cpu = timed([([sys.executable, "-c", "pass"], None)], args.repeats, root)
         script_modules, script_ms = import_totals(script[1:], root)
         audit_modules, audit_ms = import_totals(gates[1:], root)
         # the warm audit as the index alone answers it (the stored report is deleted first),
         # and what deleting costs on its own
         stored = [sys.executable, "-c", DROP_STORED, str(root)]
-        index_warm = median_seconds_of([(stored, None), (gates, None)], args.repeats, root)
-        drop_only = median_seconds_of([(stored, None)], args.repeats, root)
+        index_warm, index_warm_cpu = timed([(stored, None), (gates, None)], args.repeats, root)
+        drop_only, drop_only_cpu = timed([(stored, None)], args.repeats, root)
         results = {
             "files": args.files,
             "receipts": args.receipts,
@@ -263,17 +296,24 @@ def main() -> int:
             ),
             "audit_cold_over_warm": round(cold / warm, 2),
             "audit_index_warm_over_git_status": round((index_warm - drop_only) / git_status, 2),
+            "audit_index_warm_cpu_over_git_status_cpu": round(
+                (index_warm_cpu - drop_only_cpu) / git_status_cpu, 2
+            ),
             "audit_stored_over_index_warm": round(warm / (index_warm - drop_only), 3),
             "freeze_script_over_raw_git": round(freeze / raw, 2),
             "freeze_script_cpu_over_raw_git_cpu": round(freeze_cpu / raw_cpu, 2),
             "freeze_console_script_over_raw_git": round(freeze_script / raw, 2),
             "freeze_console_script_cpu_over_raw_git_cpu": round(freeze_script_cpu / raw_cpu, 2),
             "fingerprint_over_git_status": round(fingerprint_s / git_status, 2),
+            "fingerprint_cpu_over_git_status_cpu": round(fingerprint_cpu / git_status_cpu, 2),
             "fingerprint_over_raw_git": round(fingerprint_s / raw, 2),
+            "bare_walk_cpu_over_git_status_cpu": round(walk_cpu / git_status_cpu, 2),
+            "python_pass_cpu_over_git_status_cpu": round(python_cpu / git_status_cpu, 2),
             "freeze_script_import_modules": script_modules,
             "freeze_script_import_ms": script_ms,
             "warm_audit_import_modules": audit_modules,
             "warm_audit_import_ms": audit_ms,
+            "load_average_at_end": [round(load, 1) for load in os.getloadavg()],
         }
     finally:
         shutil.rmtree(folder, ignore_errors=True)

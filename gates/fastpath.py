@@ -17,11 +17,12 @@ The fingerprint (:func:`fingerprint`) covers:
 * gates itself: the interpreter, and the stat key of every file of the
   installed ``gates`` package and of every folder on ``sys.path`` (installing
   or removing a package changes its site-packages folder);
-* the workspace: the stat key (device, inode, size, mtime, ctime) of every
-  file, folder and symlink under the git worktree that holds it (receipts,
-  subjects, contracts, waivers, gates.toml, the source tree the freeze hashes),
-  ``.git`` excepted; a symlink also contributes its target's stat key, and a
-  symlinked folder makes the request ineligible. The freeze script's answer leaves out
+* the workspace: the key (mode, inode, size, mtime, ctime) of every file and
+  symlink under the git worktree that holds it (receipts, subjects, contracts,
+  waivers, gates.toml, the source tree the freeze hashes), ``.git`` excepted,
+  the name of every folder and the worktree's device; a symlink also
+  contributes its target's stat key, and a symlinked folder makes the request
+  ineligible. The freeze script's answer leaves out
   what is under the governance folders, which its check never reads (the full path names
   them, :func:`unread_folders`; the folders themselves are still named);
 * git's state: HEAD, the index, every ref (loose and packed: the policy ref,
@@ -36,7 +37,8 @@ fingerprint taken before the audit equals the one taken after it with no
 file changed within the racy window (a write in the same clock tick as the
 one seen could keep every stat field). The store lives in gates' cache folder
 (outside every workspace; the sandbox never mounts it) and is replaced
-atomically. See docs/trust.md ("The warm audit").
+atomically, and printed as the bytes the full path wrote (:meth:`Stored.print_body`).
+See docs/trust.md ("The warm audit").
 """
 
 from __future__ import annotations
@@ -56,14 +58,14 @@ except ImportError:  # an interpreter built without it
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from collections.abc import Callable
-    from typing import Any
+    from typing import Any, BinaryIO
 
-STORE_VERSION = b"gates-fastpath 2"
+STORE_VERSION = b"gates-fastpath 3"
 #: The formats whose whole output is stdout (`github` also appends to the job summary file).
 FORMATS = ("text", "json", "junit")
 RACY_WINDOW_NS = 2_000_000_000
 _S_ISDIR = stat.S_ISDIR
-_S_ISLNK = stat.S_ISLNK
+_DIRECTORY_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC
 _ENV_PREFIXES = ("GATES_", "GIT_", "LC_", "XDG_", "PYTHON", "GITHUB_", "PRE_COMMIT")
 _ENV_NAMES = frozenset(
     ("HOME", "LANG", "LANGUAGE", "TZ", "PATH", "TERM", "NO_COLOR", "FORCE_COLOR", "CI", "COLUMNS")
@@ -150,10 +152,12 @@ def _key(info: os.stat_result) -> str:
 
 
 class _Digest:
-    """A running hash of the fingerprint's lines, and the newest timestamp seen."""
+    """A running hash of the fingerprint's lines, and (when ``track_newest``, for the full
+    path's racy check) the newest timestamp seen: the warm answer never needs it."""
 
-    def __init__(self) -> None:
+    def __init__(self, *, track_newest: bool = True) -> None:
         self.hash = _new_hash()
+        self.track_newest = track_newest
         self.newest_ns = 0
 
     def line(self, *parts: object) -> None:
@@ -173,56 +177,79 @@ class _Digest:
     def tree(
         self, label: str, top: str, *, skip_top: str = "", skip_all: str = "", skip: Skip = ()
     ) -> None:
-        """Every entry under ``top``: the stat keys of files and symlinks (and of symlinks'
-        targets), the names and modes of folders (a folder's times move when Python writes
-        bytecode into it, and every change they stand for shows in its listing); a symlinked
-        or unreadable folder is :class:`IneligibleError`. A real folder whose path (relative
-        to ``top``) is in ``skip`` is named with its mode and not entered.
+        """Every entry under ``top``: the key of each file and symlink (mode, inode, size,
+        mtime, ctime; a symlink adds its target's stat key) and the name of each folder; a
+        symlinked or unreadable folder is :class:`IneligibleError`. A folder whose path
+        (relative to ``top``) is in ``skip`` is named and not entered.
 
-        One hash update per folder, of the ``repr`` of its sorted rows (names, modes, stat
-        keys): the walk's cost is then the ``lstat`` of each entry, not Python's formatting.
+        The walk's cost is one ``lstat`` per file (``fstatat`` on the listed folder, so the
+        kernel does not walk the path again) and one formatted row: folders are told apart
+        by the listing's file type and never stat'ed (a folder's times move when Python
+        writes bytecode into it, and every change they stand for shows in its listing), and
+        each folder's sorted rows are hashed in one update. The device is keyed once, with
+        ``top``: a file with another one under it is a mount point, a folder; a folder
+        mounted in the tree lists files of other inodes and ctimes.
         """
-        self.line(label, top, os.stat(top).st_mode)
-        newest = self.newest_ns
+        top_info = os.stat(top)
+        self.line(label, top, top_info.st_mode, top_info.st_dev)
         pending = [""]
+        newest = 0
         while pending:
             prefix = pending.pop()
+            folder = f"{top}/{prefix}" if prefix else top
+            rows: list[str] = []
+            infos: list[os.stat_result] = []
             try:
-                with os.scandir(f"{top}/{prefix}" if prefix else top) as listing:
-                    entries = [(entry.name, entry.stat(follow_symlinks=False)) for entry in listing]
+                handle = os.open(folder, _DIRECTORY_FLAGS)
             except OSError as exc:
-                raise IneligibleError(f"{top}/{prefix}: unreadable") from exc
-            entries.sort()  # names are unique in a folder: the stat results are never compared
-            rows: list[tuple[object, ...]] = []
-            for name, info in entries:
-                if name == skip_all or (not prefix and name == skip_top):
-                    continue
-                mode = info.st_mode
-                relpath = f"{prefix}/{name}" if prefix else name
-                if _S_ISDIR(mode):
-                    rows.append((name, mode))
-                    if relpath not in skip:
-                        pending.append(relpath)
-                    continue
-                mtime, ctime = info.st_mtime_ns, info.st_ctime_ns
-                newest = max(newest, mtime, ctime)
-                rows.append((name, mode, info.st_dev, info.st_ino, info.st_size, mtime, ctime))
-                if _S_ISLNK(mode):
-                    rows.append(self._target(top, relpath))
-                    newest = max(newest, self.newest_ns)
-            self.hash.update(repr((prefix, rows)).encode("utf-8", "surrogateescape"))
-        self.newest_ns = newest
+                raise IneligibleError(f"{folder}: unreadable") from exc
+            try:
+                with os.scandir(handle) as listing:
+                    for entry in listing:
+                        name = entry.name
+                        if entry.is_dir(follow_symlinks=False):
+                            if name == skip_all or (name == skip_top and not prefix):
+                                continue
+                            # "\0" ends a name (no name holds one): rows never run together
+                            rows.append(f"{name}\0/")
+                            relpath = f"{prefix}/{name}" if prefix else name
+                            if relpath not in skip:
+                                pending.append(relpath)
+                            continue
+                        if name == skip_top and not prefix:  # a linked worktree's .git file
+                            continue
+                        info = entry.stat(follow_symlinks=False)
+                        row = (
+                            f"{name}\0{info.st_mode} {info.st_ino} {info.st_size}"
+                            f" {info.st_mtime_ns} {info.st_ctime_ns}"
+                        )
+                        if entry.is_symlink():
+                            row += self._target(f"{folder}/{name}")
+                        rows.append(row)
+                        infos.append(info)
+            except OSError as exc:
+                raise IneligibleError(f"{folder}: unreadable") from exc
+            finally:
+                os.close(handle)
+            rows.sort()  # the listing's order is the file system's: the key is not
+            rows.append(prefix)
+            # names hold no "\0" and keys are never empty: "\0\0" ends the folder
+            self.hash.update(("\0\n".join(rows) + "\0\0\n").encode("utf-8", "surrogateescape"))
+            if self.track_newest:  # the full path's racy check only
+                for info in infos:
+                    newest = max(newest, info.st_mtime_ns, info.st_ctime_ns)
+        self.newest_ns = max(newest, self.newest_ns)  # and the symlinks' targets
 
-    def _target(self, top: str, relpath: str) -> tuple[object, ...]:
-        """The row of a symlink's target (its stat key, or that it dangles)."""
+    def _target(self, path: str) -> str:
+        """What a symlink's row adds: its target's stat key, or that it dangles."""
         try:
-            target = os.stat(f"{top}/{relpath}")
+            target = os.stat(path)
         except OSError:
-            return ("->", "dangling")
+            return " -> dangling"
         if _S_ISDIR(target.st_mode):
-            raise IneligibleError(f"{relpath}: a symlinked folder")
+            raise IneligibleError(f"{path}: a symlinked folder")
         self.newest_ns = max(self.newest_ns, target.st_mtime_ns, target.st_ctime_ns)
-        return ("->", _key(target))
+        return f" -> {_key(target)}"
 
 
 def _nearest(start: str, name: str) -> str | None:
@@ -302,13 +329,14 @@ def workspace_root(request: Request) -> str:
     return root
 
 
-def fingerprint(request: Request, skip: Skip = ()) -> tuple[str, int]:
+def fingerprint(request: Request, skip: Skip = (), *, track_newest: bool = True) -> tuple[str, int]:
     """(the hex digest of everything the audit reads for ``request``, the newest timestamp
-    among the files seen); :class:`IneligibleError` when it cannot be computed. The folders
-    in ``skip`` are left out: only the freeze script's full path names them (the governance
-    paths, which the freeze check never reads), and the digest names the list."""
+    among the files seen, or 0 without ``track_newest``); :class:`IneligibleError` when it
+    cannot be computed. The folders in ``skip`` are left out: only the freeze script's full
+    path names them (the governance paths, which the freeze check never reads), and the
+    digest names the list."""
     argv, _directory, _policy_ref, trust_option, _format = request
-    digest = _Digest()
+    digest = _Digest(track_newest=track_newest)
     digest.line("request", STORE_VERSION.decode(), *argv)
     digest.line("skip", *skip)
     digest.line("cwd", os.getcwd())
@@ -399,36 +427,86 @@ def store_path(request: Request) -> str | None:
 
 
 class Stored:
-    """A stored report: the folders its fingerprint left out, the fingerprint, exit code and
-    stdout."""
+    """A stored report, held open (a report stored meanwhile replaces the file, not what this
+    handle reads): the folders its fingerprint left out, the fingerprint, the exit code,
+    and where stdout's bytes start."""
 
-    def __init__(self, skip: Skip, fingerprint: str, code: int, body: str) -> None:
+    def __init__(
+        self, handle: BinaryIO, skip: Skip, fingerprint: str, code: int, offset: int
+    ) -> None:
+        self.handle = handle
         self.skip = skip
         self.fingerprint = fingerprint
         self.code = code
-        self.body = body
+        self.offset = offset
+
+    def body(self) -> bytes:
+        """Stdout as the full path wrote it."""
+        self.handle.seek(self.offset)
+        return self.handle.read()
+
+    def print_body(self) -> bool:
+        """Write the body on stdout; False (nothing written) when it cannot be the full
+        path's bytes: then the full path runs.
+
+        A UTF-8 stdout gets the stored bytes themselves, which are what the full path wrote
+        (they were encoded from its text the way stdout encodes; its encoding is in the
+        fingerprint), copied by the kernel (``sendfile``): decoding and encoding an 11 MB
+        JSON report cost 2x `git status` on its own. Any other stdout gets the text."""
+        stream = sys.stdout
+        encoding = (getattr(stream, "encoding", None) or "").lower().replace("-", "")
+        try:
+            out = stream.fileno()
+        except (AttributeError, OSError, ValueError):  # not a file (a test's capture)
+            out = -1
+        if encoding not in ("utf8", "utf_8") or out < 0:
+            try:
+                text = self.body().decode("utf-8")
+            except (OSError, ValueError):  # UnicodeDecodeError is a ValueError
+                return False
+            stream.write(text)
+            stream.flush()
+            return True
+        stream.flush()
+        offset = self.offset
+        size = os.fstat(self.handle.fileno()).st_size
+        try:
+            while offset < size:
+                sent = os.sendfile(out, self.handle.fileno(), offset, size - offset)
+                if sent == 0:
+                    break
+                offset += sent
+        except BrokenPipeError:
+            raise
+        except OSError:  # an output sendfile does not take (an O_APPEND file): write the rest
+            self.handle.seek(offset)
+            rest = memoryview(self.handle.read())
+            while rest:
+                rest = rest[os.write(out, rest) :]
+        return True
+
+    def close(self) -> None:
+        self.handle.close()
 
 
 def read_stored(path: str) -> Stored | None:
-    """The report stored at ``path``, or None when there is none or it is malformed."""
+    """The report stored at ``path``, open (the caller closes it), or None when there is none
+    or its header is malformed."""
     try:
-        with open(path, "rb") as handle:
-            data = handle.read()
-        version, skip, stored, code, body = data.split(b"\n", 4)
-        if version != STORE_VERSION or code not in (b"0", b"1"):
+        handle = open(path, "rb")  # noqa: SIM115  (held by the Stored, which closes it)
+    except OSError:
+        return None
+    try:
+        version, skip, stored, code = (handle.readline() for _ in range(4))
+        if version != STORE_VERSION + b"\n" or code not in (b"0\n", b"1\n"):
+            handle.close()
             return None
-        folders = tuple(skip.decode("utf-8").split("\x1f")) if skip else ()
-        return Stored(folders, stored.decode("ascii"), int(code), body.decode("utf-8"))
+        folders = tuple(skip[:-1].decode("utf-8").split("\x1f")) if skip[:-1] else ()
+        fingerprint_ = stored[:-1].decode("ascii")
+        return Stored(handle, folders, fingerprint_, int(code), handle.tell())
     except (OSError, ValueError):  # UnicodeDecodeError is a ValueError
+        handle.close()
         return None
-
-
-def load(path: str, expected: str) -> tuple[int, str] | None:
-    """(exit code, stdout) of a stored report whose fingerprint is ``expected``, else None."""
-    found = read_stored(path)
-    if found is None or found.fingerprint != expected:
-        return None
-    return found.code, found.body
 
 
 def _write_atomic(path: str, data: bytes) -> None:
@@ -580,15 +658,22 @@ def warm_answer(argv: list[str], *, freeze_script: bool = False) -> int | None:
         if path is None:
             return None
         found = read_stored(path)
-        # only the freeze script's answer may leave folders out (those it never reads)
-        skip = found.skip if found is not None and freeze_script else ()
-        current, _ = fingerprint(request, skip)
     except (IneligibleError, OSError, ValueError):
         return None
-    if found is not None and found.fingerprint == current:
-        sys.stdout.write(found.body)
-        sys.stdout.flush()
-        return found.code
+    try:
+        # only the freeze script's answer may leave folders out (those it never reads)
+        skip = found.skip if found is not None and freeze_script else ()
+        current, _ = fingerprint(request, skip, track_newest=False)
+    except (IneligibleError, OSError, ValueError):
+        if found is not None:
+            found.close()
+        return None
+    if found is not None:
+        try:  # an error once output has begun is the user's (the full path would repeat it)
+            if found.fingerprint == current and found.print_body():
+                return found.code
+        finally:
+            found.close()
     armed = _Armed(request, path, current, skip)
     _ARMED.append(armed)
     sys.stderr = _FlaggingStderr(sys.stderr, armed)

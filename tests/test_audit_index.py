@@ -170,6 +170,21 @@ def test_an_entry_with_the_right_fingerprint_but_wrong_keys_is_not_used(
     assert len(judged) == RECEIPTS
 
 
+def test_an_entry_whose_fields_the_model_refuses_is_judged_again(
+    evidence: Workspace, capsys: pytest.CaptureFixture[str], judged: list[str]
+) -> None:
+    """The index's fields pass the receipt model again: an edited (or older) entry whose
+    stat keys still hold is a miss, judged from its file, not a receipt built around it."""
+    cold = audit(evidence, capsys)
+    data = json.loads(index_file(evidence).read_text())
+    edited = "results/torch/loss.receipt.json"
+    data["entries"][edited][0]["receipt"]["subjects"][0]["sha256"] = "not a digest"
+    index_file(evidence).write_text(json.dumps(data))
+    judged.clear()
+    assert audit(evidence, capsys) == cold
+    assert judged == [edited]
+
+
 def test_no_index_when_caching_is_off(
     evidence: Workspace, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:

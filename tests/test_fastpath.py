@@ -140,6 +140,18 @@ def _touch_subject(ws: Workspace) -> None:
     os.utime(ws.root / "results" / "loss.json")
 
 
+def _rewrite_subject_in_place(ws: Workspace) -> None:
+    """Same size, mtime put back with `os.utime`: only the ctime (which no call sets) moves."""
+    path = ws.root / "results" / "loss.json"
+    before = path.stat()
+    data = path.read_bytes()
+    assert b"0.5" in data
+    path.write_bytes(data.replace(b"0.5", b"0.7"))
+    os.utime(path, ns=(before.st_atime_ns, before.st_mtime_ns))
+    after = path.stat()
+    assert (after.st_size, after.st_mtime_ns) == (before.st_size, before.st_mtime_ns)
+
+
 def _edit_contract(ws: Workspace) -> None:
     contract = sorted((ws.root / "contracts").glob("*.toml"))[0]
     contract.write_text(contract.read_text() + "\n# edited\n")
@@ -174,6 +186,7 @@ def _edit_gates_toml(ws: Workspace) -> None:
 CHANGES: dict[str, Callable[[Workspace], None]] = {
     "a receipt edited": _edit_receipt,
     "a subject touched": _touch_subject,
+    "a subject rewritten in place, its size and mtime kept": _rewrite_subject_in_place,
     "a contract edited": _edit_contract,
     "a source file edited": _edit_source,
     "an untracked file added": _new_untracked_file,
@@ -396,8 +409,9 @@ assert found is not None and not found.skip
 digest, _ = fastpath.fingerprint(request, ("results",))
 assert fastpath.fingerprint(request)[0] == found.fingerprint  # the audit's own conditions
 record = (fastpath.STORE_VERSION, b"results", digest.encode(), str(found.code).encode(), b"")
+body = found.body()
 with open(path, "wb") as handle:
-    handle.write(b"\\n".join(record) + found.body.encode())
+    handle.write(b"\\n".join(record) + body)
 """
 
 
@@ -417,3 +431,42 @@ def test_a_stored_audit_report_never_leaves_a_folder_out(receipted: Workspace) -
     assert forged.returncode == 0, forged.stderr.decode()
     write(receipted.root, "results/loss.json", json.dumps({"losses": [9.0, 0.5]}))
     assert audit(receipted.root, "--format", "json").path == "full"
+
+
+def test_a_symlinked_file_whose_target_changed_falls_back(
+    receipted: Workspace, tmp_path: Path
+) -> None:
+    """The walk keys a symlink and its target: an edit outside the tree still misses."""
+    target = tmp_path / "outside.txt"
+    target.write_text("first\n")
+    (receipted.root / "notes.txt").symlink_to(target)
+    stored(receipted.root, "--format", "json")
+    target.write_text("second, longer\n")
+    assert audit(receipted.root, "--format", "json").path == "full"
+
+
+def test_the_warm_answer_into_an_appended_file_or_another_encoding_is_the_same_bytes(
+    receipted: Workspace, tmp_path: Path
+) -> None:
+    """A pipe gets the stored bytes copied by the kernel; a file opened for appending (which
+    `sendfile` refuses) and a stdout that is not UTF-8 get them written: the same bytes."""
+    log = tmp_path / "audit.log"  # before the store: the current folder is on sys.path
+    log.write_bytes(b"before\n")
+    warm = stored(receipted.root, "--format", "json")
+    code = PROBE.format(
+        source=str(REPO_ROOT), days=0, args=["-C", str(receipted.root), "audit", "--format", "json"]
+    )
+    with log.open("ab") as appended:
+        done = subprocess.run(
+            [sys.executable, "-c", code],
+            stdout=appended,
+            stderr=subprocess.PIPE,
+            check=False,
+            cwd=receipted.root.parent,
+            env={**os.environ},  # what audit() passes (the process's own can differ)
+        )
+    assert done.stderr.decode().rsplit("PATH=", 1)[-1].strip() == "warm"
+    assert done.returncode == warm.code
+    assert log.read_bytes() == b"before\n" + warm.out
+    latin = {"PYTHONIOENCODING": "latin-1"}
+    assert stored(receipted.root, "--format", "json", env=latin).out == warm.out

@@ -3,9 +3,10 @@
 For each receipt judged before, the index keeps the judgement (status, reason,
 the receipt's validated fields) and the stat keys (device, inode, size, mtime,
 ctime) of the receipt file and of each of its subjects. A later audit stats
-those files; when every key is unchanged, the judgement is reused and no file
-is opened, parsed or validated again. Anything else (a file changed, missing,
-or reached through a symlink now) judges the receipt afresh.
+those files; when every key is unchanged, the judgement is reused: no file is
+opened, parsed or schema-checked again, and the receipt is rebuilt from the
+index's fields through the model. Anything else (a file changed, missing, or
+reached through a symlink now) judges the receipt afresh.
 
 The whole index belongs to one ``fingerprint``, an opaque string the engine
 builds from everything a judgement depends on beyond the files (the gates
@@ -28,27 +29,14 @@ import stat
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any, TypeVar
-
-from pydantic import BaseModel
+from typing import Any
 
 from gates.atomic import write_text_atomic
 from gates.errors import UnsafePathError
 from gates.hashing import RACY_WINDOW_NS, stat_key
 from gates.paths import resolve_inside
-from gates.receipts.model import (
-    ArtifactKind,
-    EvidenceClass,
-    Framework,
-    Provenance,
-    Receipt,
-    RunIsolation,
-    RunRecord,
-    Subject,
-)
+from gates.receipts.model import Receipt
 from gates.receipts.verify import Judgement, Status
-
-M = TypeVar("M", bound=BaseModel)
 
 INDEX_VERSION = 1
 INDEX_KIND = "audit"
@@ -71,45 +59,13 @@ def judgement_to_data(judgement: Judgement) -> dict[str, Any] | None:
     }
 
 
-def _built(model: type[M], fields: dict[str, Any]) -> M:
-    """An instance of a pydantic model from fields that passed its validation before.
-
-    What `model_construct` does, without its per-field default handling (every
-    field is present here), which is most of a warm audit's time per receipt.
-    """
-    instance = model.__new__(model)
-    object.__setattr__(instance, "__dict__", fields)
-    object.__setattr__(instance, "__pydantic_fields_set__", set(fields))
-    object.__setattr__(instance, "__pydantic_extra__", None)
-    object.__setattr__(instance, "__pydantic_private__", None)
-    return instance
-
-
 def judgement_from_data(path: str, data: dict[str, Any]) -> Judgement:
-    """Rebuild a kept judgement without validating again: its fields passed validation
-    when it was made, and the index that holds them is written only by us."""
-    fields = dict(data["receipt"])
-    provenance = dict(fields["provenance"])
-    for name in ("freeze_reasons", "inputs"):
-        provenance[name] = tuple(provenance[name])
-    if provenance["command"] is not None:
-        provenance["command"] = tuple(provenance["command"])
-    if provenance.get("run") is not None:
-        run = dict(provenance["run"])
-        if run.get("isolation") is not None:
-            isolation = dict(run["isolation"])
-            isolation["environment"] = tuple(isolation["environment"])
-            run["isolation"] = _built(RunIsolation, isolation)
-        provenance["run"] = _built(RunRecord, run)
-    framework = fields["framework"]
-    fields["kind"] = ArtifactKind(fields["kind"])
-    fields["framework"] = Framework(framework) if framework is not None else None
-    fields["subjects"] = tuple(_built(Subject, dict(s)) for s in fields["subjects"])
-    fields["provenance"] = _built(Provenance, provenance)
-    fields["evidence_class"] = EvidenceClass(fields["evidence_class"])
-    fields["stamp_reasons"] = tuple(fields["stamp_reasons"])
-    fields["attestation"] = None
-    receipt = _built(Receipt, fields)
+    """Rebuild a kept judgement: its receipt's fields pass the model's validation again
+    (pydantic-core: 10,000 receipts in about 0.11 s here, within 15% of filling pydantic's
+    internals by hand and half the time of `model_construct`), so fields the model no
+    longer accepts (an index an older gates wrote, or one edited) are a miss (a
+    ValueError), never a receipt the model would refuse."""
+    receipt = Receipt.model_validate(data["receipt"])
     return Judgement(path, receipt, Status(data["status"]), data["reason"], data.get("signer"))
 
 
