@@ -7,6 +7,8 @@ from __future__ import annotations
 import ast
 from pathlib import Path
 
+import pytest
+
 from tests.helpers import REPO_ROOT
 
 PACKAGE = REPO_ROOT / "gates"
@@ -134,6 +136,7 @@ def test_a_stage_imports_only_stages_below_it() -> None:
     assert upward_imports(import_graph(), LAYERS) == []
 
 
+@pytest.mark.slow
 def test_the_stages_have_no_cycle() -> None:
     stages = stage_graph(import_graph())
     assert {"engine", "receipts", "policy", "contracts", "naming"} <= set(stages)

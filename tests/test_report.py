@@ -102,6 +102,7 @@ def test_no_losses_still_writes_the_page(
     assert "verdict=blocked" in words
 
 
+@pytest.mark.slow
 def test_one_side_only_is_drawn_and_said(
     ws: Workspace, capsys: pytest.CaptureFixture[str], tmp_path: Path
 ) -> None:
@@ -164,6 +165,8 @@ def test_the_tensor_map_marks_the_first_differing_tensor(
     assert "tensor(s) dumped, in 2 row(s)" in words  # layer 0 and the embedding
 
 
+@pytest.mark.slow
+@pytest.mark.serial
 def test_sixty_thousand_tensors_aggregate_and_the_page_stays_small(
     ws: Workspace, capsys: pytest.CaptureFixture[str], tmp_path: Path
 ) -> None:
@@ -192,6 +195,7 @@ def _chromium() -> str:
     return found
 
 
+@pytest.mark.slow
 def test_the_page_renders_its_charts_in_a_real_browser(
     runs: Workspace, capsys: pytest.CaptureFixture[str], tmp_path: Path
 ) -> None:

@@ -368,6 +368,7 @@ def test_a_relaxed_contract_and_a_waiver_in_the_pr_are_shown_not_applied(
     assert "contract_environment.manifest-format-key" in ids
 
 
+@pytest.mark.slow
 def test_the_freeze_is_judged_by_the_protected_settings(
     trusted: Workspace, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -406,6 +407,7 @@ def test_unprotected_policy_is_said_in_every_format(
         assert "nprotected" in result.out or "NPROTECTED" in result.out, fmt
 
 
+@pytest.mark.slow
 def test_trust_from_a_protected_ref_ignores_worktree_edits(
     trusted: Workspace,
     capsys: pytest.CaptureFixture[str],
