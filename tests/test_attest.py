@@ -192,6 +192,7 @@ def test_a_vsa_whose_inputs_are_missing_fails(
     assert missing[0].endswith("...) is missing from the folder")
 
 
+@pytest.mark.slow
 def test_an_unsigned_vsa_and_a_missing_trust_file_fail(
     trusted: Workspace,
     capsys: pytest.CaptureFixture[str],

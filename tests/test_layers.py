@@ -132,6 +132,7 @@ def upward_imports(graph: dict[str, set[str]], layers: tuple[tuple[str, ...], ..
     return problems
 
 
+@pytest.mark.slow
 def test_a_stage_imports_only_stages_below_it() -> None:
     assert upward_imports(import_graph(), LAYERS) == []
 
@@ -159,6 +160,7 @@ def test_an_import_that_runs_back_up_is_named() -> None:
     assert find_cycle(stage_graph(graph)) == ["naming", "policy", "naming"]
 
 
+@pytest.mark.slow
 def test_the_import_graph_has_no_cycle() -> None:
     graph = import_graph()
     assert "gates.receipts.alignment" in graph

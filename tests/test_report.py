@@ -63,6 +63,7 @@ def runs(ws: Workspace, capsys: pytest.CaptureFixture[str]) -> Workspace:
     return ws
 
 
+@pytest.mark.slow
 def test_the_page_shows_verdict_curves_first_divergence_and_evidence(
     runs: Workspace, capsys: pytest.CaptureFixture[str], tmp_path: Path
 ) -> None:
@@ -115,6 +116,7 @@ def test_one_side_only_is_drawn_and_said(
     assert 'id="candidate-loss"' not in page
 
 
+@pytest.mark.slow
 def test_nan_losses_are_drawn_marked_and_not_evidence(
     ws: Workspace, capsys: pytest.CaptureFixture[str], tmp_path: Path
 ) -> None:

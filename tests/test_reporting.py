@@ -112,6 +112,7 @@ def test_status_is_deterministic_and_fixed_size(
     assert "…and 13 more receipt(s)" in grown
 
 
+@pytest.mark.slow
 def test_pr_body_block_is_replaced_in_place_and_idempotent(
     seeded: Workspace, capsys: pytest.CaptureFixture[str], tmp_path: Path
 ) -> None:

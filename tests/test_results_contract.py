@@ -288,6 +288,7 @@ def test_steps_text_ledger_shows_bits(ws: Workspace, capsys: pytest.CaptureFixtu
     assert step_one.rstrip().endswith("yes")
 
 
+@pytest.mark.slow
 def test_the_ledger_shows_the_first_divergence_past_its_limit(
     ws: Workspace, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -318,6 +319,7 @@ def test_more_identical_steps_than_required_are_capped_and_explained(
     assert "the contract asks 5, so 5 / 5 are counted" in steps["why"]
 
 
+@pytest.mark.slow
 def test_steps_fail_while_a_receipt_is_rejected(
     ws: Workspace, capsys: pytest.CaptureFixture[str]
 ) -> None:

@@ -129,6 +129,8 @@ def test_a_child_reads_no_key_no_trust_file_no_cache_and_no_parent_environment(
     assert "GATES_SIGNING_KEY" not in isolation["environment"]
 
 
+@pytest.mark.slow
+@pytest.mark.serial
 def test_a_child_writes_neither_audit_index_stat_cache_git_index_refs_nor_trust_file(
     tmp_path: Path, capsys: pytest.CaptureFixture[str], signing: TrustSetup
 ) -> None:

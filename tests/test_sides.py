@@ -52,6 +52,7 @@ TORCH_LOSS = "results/torch/loss.receipt.json"
 PADDLE_LOSS = "results/paddle/loss.receipt.json"
 
 
+@pytest.mark.slow
 def test_a_pr_changing_only_candidate_code_keeps_the_protected_reference_run_formal(
     ws: Workspace, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -85,6 +86,7 @@ def test_without_sides_all_code_is_shared_and_the_reference_must_rerun(
     assert report["formal_alignment_steps"] == 0
 
 
+@pytest.mark.slow
 def test_a_pr_changing_reference_code_makes_reference_evidence_probe(
     ws: Workspace, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -104,6 +106,7 @@ def test_a_pr_changing_reference_code_makes_reference_evidence_probe(
     assert report["verdict"] == "blocked"
 
 
+@pytest.mark.slow
 def test_a_reference_run_of_older_protected_code_is_not_in_force(
     ws: Workspace, capsys: pytest.CaptureFixture[str]
 ) -> None:
