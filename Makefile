@@ -49,15 +49,17 @@ browser:
 	  echo "make: chromium is missing and could not be installed: install Debian's chromium \
 	(apt-get install chromium) or put a chromium on PATH; the browser test is skipped without it"
 
-# every test: the fast lane on every core (pytest-xdist; each worker has its own temporary
-# folders, HOME, signing key and caches), then the slow tests one at a time, as before (real
-# training runs, two-rank launchers and sandboxes size their own processes)
+# every test, in three lanes (docs/performance.md, "The test suite"): the fast lane and the
+# slow tests that may share the machine, each on every core (pytest-xdist; each worker has its
+# own temporary folders, HOME, signing key and caches), then the tests marked serial one at a
+# time (real training runs, two-rank launchers and measurements size their own processes)
 test: $(STAMP) browser
 	$(BIN)/python -m pytest -q -m "not slow" -n auto
-	$(BIN)/python -m pytest -q -m slow
+	$(BIN)/python -m pytest -q -m "slow and not serial" -n auto
+	$(BIN)/python -m pytest -q -m serial
 
-# everything but the tests marked slow (real training runs, sandboxes, image builds), on every
-# core, for the edit-test loop; `make test` (and .ci/run) still runs them all
+# the edit-test loop: every test not marked slow (unit and CLI tests in-process on real git
+# repositories), on every core; `make test` (and .ci/run) still runs them all
 test-fast: $(STAMP)
 	$(BIN)/python -m pytest -q -m "not slow" -n auto
 

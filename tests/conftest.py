@@ -1,37 +1,26 @@
 """The shared fixtures: an isolated HOME and git identity, a CI signing key and trust
-file, a pinned workspace. Helpers live in tests/helpers.py."""
+file, a pinned workspace. Helpers live in tests/helpers.py.
+
+The lanes (docs/performance.md, "The test suite"): a test that costs more than about half a
+second of CPU of its own (a sandboxed run, a subprocess of gates, a Paddle or torch import)
+carries `@pytest.mark.slow` where it is defined, as a decorator or the module's `pytestmark`;
+one that must also run alone (training runs, two-rank launchers, memory and timing
+measurements) carries `@pytest.mark.serial` besides."""
 
 from __future__ import annotations
 
+import contextlib
+import io
+import shutil
+import subprocess
 from collections.abc import Iterator
 from pathlib import Path
 
+import git
 import pytest
 
-from tests.helpers import TrustSetup, Workspace, make_repo, make_trust, run_gates
-
-#: Slow tests in files other sessions are editing in parallel, marked here at collection
-#: rather than by a decorator in each file (docs/performance.md, "The test suite"): real
-#: two-rank launchers, a 60,000-tensor page, a memory measurement of 200 MB loss files.
-SLOW_TESTS = frozenset(
-    (
-        "tests/test_checkpoint_ranks.py::test_ranks_started_seconds_apart_all_read_the_verdict_before_the_store_closes",
-        "tests/test_sandbox.py::test_paddle_s_launcher_runs_two_ranks_in_the_sandbox_on_loopback",
-        "tests/test_report.py::test_sixty_thousand_tensors_aggregate_and_the_page_stays_small",
-        "tests/test_loss_stream.py::test_memory_grows_by_less_than_the_files_size",
-    )
-)
-#: The replay tests that need the module's real Paddle training runs (40 s each here).
-SLOW_FIXTURES = {"tests/test_replay.py": frozenset(("base", "forged"))}
-
-
-def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    for item in items:
-        path = item.nodeid.split("::", 1)[0]
-        name = f"{path}::{getattr(item, 'originalname', item.name)}"
-        fixtures = set(getattr(item, "fixturenames", ()))
-        if name in SLOW_TESTS or fixtures & SLOW_FIXTURES.get(path, frozenset()):
-            item.add_marker(pytest.mark.slow)
+from gates.cli import main as gates_main
+from tests.helpers import TrustSetup, Workspace, git_identity, make_repo, make_trust
 
 
 @pytest.fixture(scope="session")
@@ -52,21 +41,35 @@ def signing(session_trust: TrustSetup, monkeypatch: pytest.MonkeyPatch) -> Trust
 @pytest.fixture(autouse=True)
 def isolated_git(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch) -> None:
     """No test reads or writes the user's git config; commits get a fixed identity."""
-    home = tmp_path_factory.mktemp("home")
-    monkeypatch.setenv("HOME", str(home))
-    monkeypatch.setenv("XDG_CONFIG_HOME", str(home / ".config"))
-    monkeypatch.setenv("GIT_CONFIG_NOSYSTEM", "1")
-    for role in ("AUTHOR", "COMMITTER"):
-        monkeypatch.setenv(f"GIT_{role}_NAME", "Gates Test")
-        monkeypatch.setenv(f"GIT_{role}_EMAIL", "test@gates.invalid")
-        monkeypatch.setenv(f"GIT_{role}_DATE", "2026-01-01T00:00:00+00:00")
+    for name, value in git_identity(tmp_path_factory.mktemp("home")).items():
+        monkeypatch.setenv(name, value)
+
+
+@pytest.fixture(scope="session")
+def ws_template(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The pinned workspace `ws` copies, built once per session (each xdist worker builds its
+    own) under the tests' fixed git identity, so its commit is the one each test would make."""
+    root = tmp_path_factory.mktemp("ws-template") / "ws"
+    with pytest.MonkeyPatch.context() as patch:
+        for name, value in git_identity(tmp_path_factory.mktemp("ws-template-home")).items():
+            patch.setenv(name, value)
+        make_repo(root)
+        out, err = io.StringIO(), io.StringIO()
+        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+            try:
+                gates_main(["-C", str(root), "init", "--pin", "HEAD"])
+            except SystemExit as done:
+                assert done.code in (0, None), f"gates init --pin HEAD failed: {err.getvalue()}"
+    return root
 
 
 @pytest.fixture
-def ws(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> Iterator[Workspace]:
-    """A pinned, clean workspace: `gates init --pin HEAD` on a committed repository."""
+def ws(tmp_path: Path, ws_template: Path) -> Iterator[Workspace]:
+    """A pinned, clean workspace: `gates init --pin HEAD` on a committed repository (a copy
+    of `ws_template` with fresh file times; git's index is refreshed to match the copy, as
+    the commit left it)."""
     root = tmp_path / "ws"
-    repo = make_repo(root)
-    result = run_gates(capsys, "-C", str(root), "init", "--pin", "HEAD")
-    assert result.code == 0, result.err
+    shutil.copytree(ws_template, root, symlinks=True, copy_function=shutil.copy)
+    subprocess.run(["git", "update-index", "-q", "--refresh"], cwd=root, check=False)
+    repo = git.Repo(root)
     yield Workspace(root, repo, repo.head.commit.hexsha)

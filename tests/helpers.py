@@ -55,6 +55,17 @@ def commit_all(repo: git.Repo, message: str) -> str:
     return repo.head.commit.hexsha
 
 
+def git_identity(home: Path) -> dict[str, str]:
+    """The environment under which git reads no user or system config and commits with a
+    fixed identity and date: the same commit ids in every test, every worker, every run."""
+    env = {"HOME": str(home), "XDG_CONFIG_HOME": str(home / ".config"), "GIT_CONFIG_NOSYSTEM": "1"}
+    for role in ("AUTHOR", "COMMITTER"):
+        env[f"GIT_{role}_NAME"] = "Gates Test"
+        env[f"GIT_{role}_EMAIL"] = "test@gates.invalid"
+        env[f"GIT_{role}_DATE"] = "2026-01-01T00:00:00+00:00"
+    return env
+
+
 def make_repo(root: Path, files: dict[str, str] | None = None) -> git.Repo:
     """A git repository with a small model package committed once."""
     root.mkdir(parents=True, exist_ok=True)

@@ -63,6 +63,7 @@ def vsa_payload(folder: Path) -> dict[str, object]:
     return statement
 
 
+@pytest.mark.slow
 def test_the_vsa_carries_the_audit_figures_and_the_remote_without_credentials(
     trusted: Workspace, exported: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -84,6 +85,7 @@ def test_the_vsa_carries_the_audit_figures_and_the_remote_without_credentials(
     assert audit["policy"] == {"protected": False, "ref": None, "commit": None}
 
 
+@pytest.mark.slow
 def test_the_policy_commit_is_in_the_vsa_when_protected(
     trusted: Workspace, capsys: pytest.CaptureFixture[str], tmp_path: Path
 ) -> None:
@@ -103,6 +105,7 @@ def test_the_policy_commit_is_in_the_vsa_when_protected(
     assert predicate["policy"]["digest"]["gitCommit"] == main
 
 
+@pytest.mark.slow
 def test_verify_accepts_an_untouched_export(
     exported: Path, capsys: pytest.CaptureFixture[str], signing: TrustSetup
 ) -> None:
@@ -121,6 +124,7 @@ def test_verify_accepts_an_untouched_export(
     assert "expected PASSED, the VSA says FAILED" in expecting.out
 
 
+@pytest.mark.slow
 def test_securesystemslib_alone_verifies_the_export(exported: Path, signing: TrustSetup) -> None:
     """What a third party does without gates: DSSE signatures, then the VSA's input digests
     recomputed over each envelope's canonical JSON (sorted keys, no whitespace)."""
@@ -137,6 +141,7 @@ def test_securesystemslib_alone_verifies_the_export(exported: Path, signing: Tru
     assert all(entry["digest"]["sha256"] in digests for entry in inputs)
 
 
+@pytest.mark.slow
 def test_a_tampered_envelope_fails_with_the_reason(
     exported: Path, capsys: pytest.CaptureFixture[str], signing: TrustSetup
 ) -> None:
@@ -155,6 +160,7 @@ def test_a_tampered_envelope_fails_with_the_reason(
     assert "NOT verified" in result.out
 
 
+@pytest.mark.slow
 def test_a_vsa_by_an_untrusted_key_fails(
     trusted: Workspace, capsys: pytest.CaptureFixture[str], tmp_path: Path, signing: TrustSetup
 ) -> None:
@@ -186,6 +192,7 @@ def test_a_vsa_whose_inputs_are_missing_fails(
     assert missing[0].endswith("...) is missing from the folder")
 
 
+@pytest.mark.slow
 def test_an_unsigned_vsa_and_a_missing_trust_file_fail(
     trusted: Workspace,
     capsys: pytest.CaptureFixture[str],

@@ -24,6 +24,7 @@ print("NUMPY-LOADED" if "numpy" in sys.modules else "NUMPY-ABSENT", file=sys.std
 """
 
 
+@pytest.mark.slow
 def test_a_warm_audit_does_not_import_numpy(
     ws: Workspace, capsys: pytest.CaptureFixture[str]
 ) -> None:

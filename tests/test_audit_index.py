@@ -74,6 +74,7 @@ def judged(monkeypatch: pytest.MonkeyPatch) -> list[str]:
     return calls
 
 
+@pytest.mark.slow
 def test_a_warm_audit_judges_nothing_again_and_agrees_with_the_cold_one(
     evidence: Workspace, capsys: pytest.CaptureFixture[str], judged: list[str]
 ) -> None:
@@ -88,6 +89,7 @@ def test_a_warm_audit_judges_nothing_again_and_agrees_with_the_cold_one(
     assert {r["status"] for r in receipts(warm).values()} == {"formal"}
 
 
+@pytest.mark.slow
 def test_an_edited_receipt_is_judged_again_and_rejected(
     evidence: Workspace, capsys: pytest.CaptureFixture[str], judged: list[str]
 ) -> None:
@@ -103,6 +105,7 @@ def test_an_edited_receipt_is_judged_again_and_rejected(
     assert found["results/paddle/loss.receipt.json"]["status"] == "formal"
 
 
+@pytest.mark.slow
 def test_a_changed_subject_is_seen(
     evidence: Workspace, capsys: pytest.CaptureFixture[str], judged: list[str]
 ) -> None:
@@ -116,6 +119,7 @@ def test_a_changed_subject_is_seen(
     assert "changed" in str(found["outputs/extra/loss.receipt.json"]["reason"])
 
 
+@pytest.mark.slow
 def test_a_changed_contract_starts_a_new_index(
     evidence: Workspace, capsys: pytest.CaptureFixture[str], judged: list[str]
 ) -> None:
@@ -129,6 +133,7 @@ def test_a_changed_contract_starts_a_new_index(
     assert json.loads(index_file(evidence).read_text())["fingerprint"] != before
 
 
+@pytest.mark.slow
 def test_a_blocked_freeze_is_part_of_the_fingerprint(
     evidence: Workspace, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -145,6 +150,7 @@ def test_a_blocked_freeze_is_part_of_the_fingerprint(
         "[]",
     ],
 )
+@pytest.mark.slow
 def test_a_corrupt_index_is_rebuilt_not_trusted(
     evidence: Workspace, capsys: pytest.CaptureFixture[str], judged: list[str], garbage: str
 ) -> None:
@@ -156,6 +162,7 @@ def test_a_corrupt_index_is_rebuilt_not_trusted(
     assert json.loads(index_file(evidence).read_text())["version"] == 1
 
 
+@pytest.mark.slow
 def test_an_entry_with_the_right_fingerprint_but_wrong_keys_is_not_used(
     evidence: Workspace, capsys: pytest.CaptureFixture[str], judged: list[str]
 ) -> None:
@@ -170,6 +177,7 @@ def test_an_entry_with_the_right_fingerprint_but_wrong_keys_is_not_used(
     assert len(judged) == RECEIPTS
 
 
+@pytest.mark.slow
 def test_an_entry_whose_fields_the_model_refuses_is_judged_again(
     evidence: Workspace, capsys: pytest.CaptureFixture[str], judged: list[str]
 ) -> None:
@@ -185,6 +193,7 @@ def test_an_entry_whose_fields_the_model_refuses_is_judged_again(
     assert judged == [edited]
 
 
+@pytest.mark.slow
 def test_no_index_when_caching_is_off(
     evidence: Workspace, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -196,6 +205,7 @@ def test_no_index_when_caching_is_off(
     assert not index_file(evidence).exists()
 
 
+@pytest.mark.slow
 def test_a_kept_judgement_rebuilds_the_validated_receipt(
     evidence: Workspace, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -216,6 +226,7 @@ def test_a_kept_judgement_rebuilds_the_validated_receipt(
         assert Receipt.model_validate(rebuilt.receipt.model_dump()) == unsigned
 
 
+@pytest.mark.slow
 def test_a_change_of_the_trust_anchors_judges_everything_again(
     evidence: Workspace,
     capsys: pytest.CaptureFixture[str],

@@ -39,6 +39,7 @@ def example(tmp_path: Path) -> Path:
     return root
 
 
+@pytest.mark.slow
 def test_one_audit_parses_each_contract_once_and_judges_the_freeze_once(
     example: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:

@@ -183,6 +183,7 @@ def receipted(ws: Workspace, capsys: pytest.CaptureFixture[str]) -> Workspace:
         ("results/paddle", "results/paddle", "folder cannot be read: Permission denied"),
     ],
 )
+@pytest.mark.slow
 def test_an_unreadable_file_or_folder_is_rejected_by_name_and_the_report_produced(
     receipted: Workspace, target: str, where: str, reason: str
 ) -> None:
@@ -201,6 +202,7 @@ def test_an_unreadable_file_or_folder_is_rejected_by_name_and_the_report_produce
     assert receipts["results/torch/loss.receipt.json"]["status"] != "rejected"
 
 
+@pytest.mark.slow
 def test_an_unreadable_contract_is_an_error_contract_and_the_report_produced(
     receipted: Workspace,
 ) -> None:
@@ -221,6 +223,7 @@ def test_an_unreadable_contract_is_an_error_contract_and_the_report_produced(
     assert "contracts/tensor-inventory.toml" in text.out and "verdict=blocked" in text.out
 
 
+@pytest.mark.slow
 def test_an_unreadable_contracts_folder_is_named(receipted: Workspace) -> None:
     folder = receipted.root / "contracts"
     folder.chmod(0)
@@ -326,6 +329,7 @@ def test_a_deeply_nested_subject_never_crashes_a_report(
     assert "internal error" not in claims.err, claims.err
 
 
+@pytest.mark.slow
 def test_a_proposed_trust_file_that_does_not_load_is_invalid(
     ws: Workspace,
     capsys: pytest.CaptureFixture[str],

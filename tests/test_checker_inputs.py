@@ -62,6 +62,7 @@ def _assert_judged_as_audited(ws: Workspace, audited: dict[str, dict[str, Any]])
             assert path in {j.path for j in judged}
 
 
+@pytest.mark.slow
 def test_a_checkers_inputs_are_judged_as_the_audit_judges_them(
     ws: Workspace, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -96,6 +97,7 @@ def test_a_checkers_inputs_are_judged_as_the_audit_judges_them(
     _assert_judged_as_audited(ws, audited)
 
 
+@pytest.mark.slow
 def test_a_run_doubted_by_its_capture_is_doubted_for_a_checker_too(
     ws: Workspace, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -110,6 +112,7 @@ def test_a_run_doubted_by_its_capture_is_doubted_for_a_checker_too(
     _assert_judged_as_audited(ws, audited)
 
 
+@pytest.mark.slow
 def test_a_checker_does_not_judge_unrelated_receipts(
     ws: Workspace, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:

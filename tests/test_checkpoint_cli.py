@@ -409,6 +409,7 @@ def test_results_contract_can_require_equal_checkpoint_hashes(
     assert criterion()["met"] is True
 
 
+@pytest.mark.slow
 def test_a_hash_match_claim_is_recomputed_not_believed(
     ws: Workspace, capsys: pytest.CaptureFixture[str]
 ) -> None:

@@ -77,6 +77,7 @@ def external_glm(
 
 
 @pytest.mark.slow
+@pytest.mark.serial
 def test_two_ranks_give_the_single_process_digest_and_say_who_hashed_what(
     external_glm: Workspace, capsys: pytest.CaptureFixture[str], tmp_path: Path
 ) -> None:
@@ -157,6 +158,7 @@ with open(sys.argv[1], "w") as handle:
 
 
 @pytest.mark.slow
+@pytest.mark.serial
 def test_a_trainer_calls_it_after_saving_and_failures_name_the_rank(
     external_glm: Workspace, tmp_path: Path
 ) -> None:
@@ -243,6 +245,7 @@ print("code", code, "paddle loaded", any(m.startswith("paddle") for m in sys.mod
 """
 
 
+@pytest.mark.slow
 def test_without_the_launcher_no_collective_and_no_paddle(external_glm: Workspace) -> None:
     env = {k: v for k, v in os.environ.items() if not k.startswith("PADDLE_")}
     done = subprocess.run(
@@ -288,6 +291,8 @@ main(sys.argv[3:])
 """
 
 
+@pytest.mark.slow
+@pytest.mark.serial
 def test_ranks_started_seconds_apart_all_read_the_verdict_before_the_store_closes(
     external_glm: Workspace, tmp_path: Path
 ) -> None:

@@ -150,6 +150,7 @@ def test_the_digest_does_not_depend_on_sharding(tmp_path: Path, shards: int) -> 
     )
 
 
+@pytest.mark.slow
 def test_paddle_and_numpy_writers_give_the_same_digest(tmp_path: Path) -> None:
     import paddle  # noqa: PLC0415  (slow import, only here)
     from safetensors.numpy import save_file as numpy_save  # noqa: PLC0415

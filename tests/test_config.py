@@ -34,6 +34,7 @@ def test_bad_config_is_one_line_naming_file_and_key(
     assert result.out == ""
 
 
+@pytest.mark.slow
 def test_no_traceback_without_debug_but_with_it(
     ws: Workspace, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -46,6 +47,7 @@ def test_no_traceback_without_debug_but_with_it(
     assert "Traceback" in debug.err
 
 
+@pytest.mark.slow
 def test_a_childs_debug_flag_is_not_gates_debug(
     ws: Workspace, capsys: pytest.CaptureFixture[str]
 ) -> None:

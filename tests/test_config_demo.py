@@ -13,6 +13,7 @@ from gates.commands.demo.config_act import CLASS_FILE, config_step
 from tests.helpers import REPO_ROOT, commit_all, run_gates
 
 
+@pytest.mark.slow
 def test_the_config_step_shows_the_p1_bug_then_the_fix(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

@@ -11,6 +11,7 @@ from __future__ import annotations
 import ast
 from pathlib import Path
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -69,6 +70,7 @@ def reference(texts: dict[str, str], names: list[str], exclude: str | None) -> d
     names=st.lists(st.sampled_from(NAMES), min_size=1, unique=True),
     exclude=st.sampled_from([None, "a.py", "pkg/b.py"]),
 )
+@pytest.mark.slow
 def test_the_scanner_finds_exactly_what_a_full_ast_walk_finds(
     texts: dict[str, str], names: list[str], exclude: str | None
 ) -> None:

@@ -64,6 +64,7 @@ def test_an_env_capture_with_another_run_id_is_rejected(
     _assert_rejected(_audit(ws, capsys), "paddle", "run_id", "paddle-20250101T000000Z-7")
 
 
+@pytest.mark.slow
 def test_an_env_capture_with_another_git_head_is_rejected(
     ws: Workspace, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -120,6 +121,7 @@ rank.mkdir(exist_ok=True)
 """
 
 
+@pytest.mark.slow
 def test_a_rank_manifest_naming_another_run_is_rejected(
     ws: Workspace, capsys: pytest.CaptureFixture[str]
 ) -> None:

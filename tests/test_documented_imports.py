@@ -6,6 +6,8 @@ from __future__ import annotations
 import subprocess
 import sys
 
+import pytest
+
 from gates.commands.checkpoint import verify_saved_checkpoint
 from gates.env import capture
 from gates.recorder import GatesCallback, RunRecorder, aggregate_ranks
@@ -22,6 +24,7 @@ DOCUMENTED = (
 )
 
 
+@pytest.mark.slow
 def test_each_documented_import_path_works_in_a_fresh_interpreter() -> None:
     for line in DOCUMENTED:
         names = line.split(" import ")[1].split(", ")

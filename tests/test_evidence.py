@@ -41,6 +41,7 @@ def audit(ws: Workspace, capsys: pytest.CaptureFixture[str]) -> dict[str, dict[s
     return {r["path"]: r for r in report["receipts"]}
 
 
+@pytest.mark.slow
 def test_a_checker_says_what_the_audit_will_count(
     pair: Workspace, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -49,6 +50,7 @@ def test_a_checker_says_what_the_audit_will_count(
     assert "formal/1" not in result.out
 
 
+@pytest.mark.slow
 def test_a_rejected_checker_input_after_a_rerun_names_the_file_and_the_command(
     pair: Workspace, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -86,6 +88,7 @@ def test_evidence_lists_what_is_missing_with_the_command(
     assert "fix: gates check loss results/torch/loss.json results/paddle/loss.json" in result.out
 
 
+@pytest.mark.slow
 def test_refresh_never_runs_a_forged_command(
     pair: Workspace, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -139,6 +142,7 @@ def test_a_throwaway_check_writes_nothing_and_blocks_nothing(
     assert not any(r["path"].startswith("outputs/") for r in audit(ws, capsys).values())
 
 
+@pytest.mark.slow
 def test_an_unsigned_check_never_replaces_a_signed_one(
     pair: Workspace, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -235,6 +239,7 @@ def _on_a_terminal(ws: Workspace, *args: str) -> str:
     return shown.decode("utf-8", "replace")
 
 
+@pytest.mark.slow
 def test_hashing_shows_progress_on_a_terminal_only(
     ws: Workspace, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -266,6 +271,7 @@ def test_evidence_and_refresh_survive_a_broken_results_contract(
     assert "no stale checker output to refresh" in dry.out
 
 
+@pytest.mark.slow
 def test_refresh_dry_run_lists_without_running(
     pair: Workspace, capsys: pytest.CaptureFixture[str]
 ) -> None:

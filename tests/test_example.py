@@ -52,6 +52,7 @@ def regenerated(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 @pytest.mark.slow
+@pytest.mark.serial
 @pytest.mark.parametrize("relpath", DETERMINISTIC)
 def test_regeneration_reproduces_the_committed_bytes(regenerated: Path, relpath: str) -> None:
     assert (regenerated / relpath).read_bytes() == (EXAMPLE / relpath).read_bytes()

@@ -23,6 +23,9 @@ import pytest
 
 from tests.helpers import REPO_ROOT, Workspace, commit_all, make_trust, run_gates, write
 
+#: Every test here runs gates in subprocesses and waits out the racy window.
+pytestmark = pytest.mark.slow
+
 PROBE = """
 import sys, time
 sys.path.insert(0, {source!r})
@@ -299,6 +302,7 @@ def test_what_is_never_answered_warm(receipted: Workspace, tmp_path: Path) -> No
 
 
 @pytest.mark.slow
+@pytest.mark.serial
 def test_ten_thousand_receipts_answer_warm_byte_for_byte(tmp_path: Path) -> None:
     sys.path.insert(0, str(REPO_ROOT / "bench"))
     try:

@@ -38,6 +38,7 @@ def _results_figures(ws: Workspace) -> ResultsFigures:
     return found[0]
 
 
+@pytest.mark.slow
 def test_a_recomputed_hash_match_is_what_the_status_block_shows(
     ws: Workspace, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -48,6 +49,7 @@ def test_a_recomputed_hash_match_is_what_the_status_block_shows(
     assert "checkpoint alignment" not in not_claimed
 
 
+@pytest.mark.slow
 def test_a_formal_claim_the_contract_refutes_stays_unverified(
     ws: Workspace, capsys: pytest.CaptureFixture[str]
 ) -> None:

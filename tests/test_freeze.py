@@ -290,6 +290,7 @@ def test_not_a_repository_is_an_error_line(
     assert "Traceback" not in err
 
 
+@pytest.mark.slow
 def test_script_runs_standalone_from_the_repository(ws: Workspace) -> None:
     result = run_script(str(REPO_ROOT / "audit_source_freeze.py"), "--json", cwd=ws.root)
     assert result.code == 0, result.err

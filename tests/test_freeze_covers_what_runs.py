@@ -88,6 +88,7 @@ def test_a_symlink_inside_the_source_tree_passes(ws: Workspace) -> None:
     assert _freeze(ws)["verdict"] == "pass"
 
 
+@pytest.mark.slow
 def test_a_symlink_into_an_excluded_path_fails(ws: Workspace) -> None:
     config = ws.root / "gates.toml"
     config.write_text(config.read_text().replace("exclude = []", 'exclude = ["vendor"]'))
@@ -105,6 +106,7 @@ def _criterion(report: dict[str, object], name: str) -> dict[str, object]:
     raise AssertionError(name)
 
 
+@pytest.mark.slow
 def test_a_symlinked_entrypoint_is_not_an_entrypoint(
     ws: Workspace, capsys: pytest.CaptureFixture[str]
 ) -> None:

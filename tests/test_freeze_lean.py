@@ -6,6 +6,8 @@ from __future__ import annotations
 import json
 import os
 
+import pytest
+
 from gates.freeze.settings import SETTINGS_KIND
 from gates.hashing import cache_file
 from tests.helpers import REPO_ROOT, Workspace, run_script
@@ -31,6 +33,7 @@ def run_freeze(ws: Workspace) -> tuple[dict[str, object], dict[str, object]]:
     return report, json.loads(lines[-1])
 
 
+@pytest.mark.slow
 def test_the_warm_freeze_check_does_not_load_pydantic(ws: Workspace) -> None:
     age_config(ws)
     report, first = run_freeze(ws)
@@ -39,6 +42,7 @@ def test_the_warm_freeze_check_does_not_load_pydantic(ws: Workspace) -> None:
     assert (report["verdict"], warm["code"], warm["pydantic"]) == ("pass", 0, False)
 
 
+@pytest.mark.slow
 def test_an_edited_gates_toml_is_validated_again(ws: Workspace) -> None:
     age_config(ws)
     run_freeze(ws)
@@ -53,6 +57,7 @@ def test_an_edited_gates_toml_is_validated_again(ws: Workspace) -> None:
     assert "unknown key 'freeze.bogus'" in result.err
 
 
+@pytest.mark.slow
 def test_a_corrupt_settings_cache_is_ignored(ws: Workspace) -> None:
     age_config(ws)
     run_freeze(ws)

@@ -110,6 +110,7 @@ def verdict(text: str, size: int) -> object:
     return ("ok", parsed.tensors, parsed.metadata)
 
 
+@pytest.mark.slow
 def test_bulk_path_gives_the_per_tensor_verdicts(monkeypatch: pytest.MonkeyPatch) -> None:
     rng = random.Random(21)  # noqa: S311 - reproducible test inputs
     accepted = refused = 0
@@ -180,6 +181,7 @@ TEXT_CHANGES = (
 )
 
 
+@pytest.mark.slow
 def test_canonical_path_gives_the_json_verdicts(monkeypatch: pytest.MonkeyPatch) -> None:
     rng = random.Random(17)  # noqa: S311 - reproducible test inputs
     canonical_accepted = 0

@@ -185,6 +185,7 @@ def test_recording_needs_a_key_and_a_bad_range_is_one_error_line(
     assert "not a revision range: --output=/tmp/x" in option.err
 
 
+@pytest.mark.slow
 def test_the_html_report_charts_the_history_and_marks_untrusted_notes(
     ws: Workspace, capsys: pytest.CaptureFixture[str], signing: TrustSetup, tmp_path: Path
 ) -> None:

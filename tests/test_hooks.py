@@ -63,6 +63,7 @@ def consumer(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> tuple[Path, 
 
 
 @pytest.mark.slow
+@pytest.mark.serial
 def test_pre_commit_runs_our_hooks_from_a_file_url(consumer: tuple[Path, dict[str, str]]) -> None:
     root, env = consumer
     passing = run([*PRE_COMMIT, "run", "--all-files", "--hook-stage", "pre-push"], root, env)
@@ -80,6 +81,7 @@ def test_pre_commit_runs_our_hooks_from_a_file_url(consumer: tuple[Path, dict[st
 
 
 @pytest.mark.slow
+@pytest.mark.serial
 def test_changes_stashed_by_pre_commit_are_named(consumer: tuple[Path, dict[str, str]]) -> None:
     root, env = consumer
     write(root, "results/notes.txt", "staged evidence\n")
@@ -95,6 +97,7 @@ def test_changes_stashed_by_pre_commit_are_named(consumer: tuple[Path, dict[str,
     assert (root / "paddleformers/glm/config.py").read_text() == "HIDDEN = 4096\n"  # restored
 
 
+@pytest.mark.slow
 def test_git_hook_install_blocks_a_push_until_the_audit_passes(
     ws: Workspace, capsys: pytest.CaptureFixture[str], tmp_path: Path
 ) -> None:
@@ -142,6 +145,7 @@ sys.exit(0)
 """
 
 
+@pytest.mark.slow
 def test_the_installed_hook_never_imports_a_gates_package_committed_in_the_repository(
     ws: Workspace, capsys: pytest.CaptureFixture[str], tmp_path: Path
 ) -> None:
@@ -173,6 +177,7 @@ def test_the_installed_hook_never_imports_a_gates_package_committed_in_the_repos
     assert not marker.exists()
 
 
+@pytest.mark.slow
 def test_hook_install_refuses_an_interpreter_that_cannot_import_gates_isolated(
     ws: Workspace, tmp_path: Path
 ) -> None:
@@ -198,6 +203,7 @@ DOCUMENTED_CONFIG = """repos:
 """
 
 
+@pytest.mark.slow
 def test_the_documented_pre_push_setup_judges_the_pushed_commit(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

@@ -7,6 +7,8 @@ from __future__ import annotations
 import ast
 from pathlib import Path
 
+import pytest
+
 from tests.helpers import REPO_ROOT
 
 PACKAGE = REPO_ROOT / "gates"
@@ -130,10 +132,12 @@ def upward_imports(graph: dict[str, set[str]], layers: tuple[tuple[str, ...], ..
     return problems
 
 
+@pytest.mark.slow
 def test_a_stage_imports_only_stages_below_it() -> None:
     assert upward_imports(import_graph(), LAYERS) == []
 
 
+@pytest.mark.slow
 def test_the_stages_have_no_cycle() -> None:
     stages = stage_graph(import_graph())
     assert {"engine", "receipts", "policy", "contracts", "naming"} <= set(stages)
@@ -156,6 +160,7 @@ def test_an_import_that_runs_back_up_is_named() -> None:
     assert find_cycle(stage_graph(graph)) == ["naming", "policy", "naming"]
 
 
+@pytest.mark.slow
 def test_the_import_graph_has_no_cycle() -> None:
     graph = import_graph()
     assert "gates.receipts.alignment" in graph

@@ -193,6 +193,7 @@ def test_rounded_losses_are_flagged_and_not_bit_comparable(
     assert f"rounded=true: every value of {REF} has 7 or fewer significant digits" in result.out
 
 
+@pytest.mark.slow
 def test_output_and_receipt_name_the_input_receipts(
     ws: Workspace, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -269,6 +270,7 @@ def test_determinism_of_three_repeats(ws: Workspace, capsys: pytest.CaptureFixtu
 
 
 @pytest.mark.slow
+@pytest.mark.serial
 def test_a_million_steps_parsed_once_per_file(
     ws: Workspace, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -56,6 +56,7 @@ def receipt(ws: Workspace, relpath: str) -> dict[str, object]:
 
 
 @pytest.mark.slow
+@pytest.mark.serial
 def test_a_formal_run_on_a_frozen_workspace(paddle_ws: Workspace) -> None:
     done = gates_run(
         paddle_ws,
@@ -115,6 +116,7 @@ def test_a_formal_run_on_a_frozen_workspace(paddle_ws: Workspace) -> None:
 
 
 @pytest.mark.slow
+@pytest.mark.serial
 def test_three_repeats_are_bit_identical(
     paddle_ws: Workspace, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -143,6 +145,7 @@ def test_three_repeats_are_bit_identical(
 
 
 @pytest.mark.slow
+@pytest.mark.serial
 def test_a_dirty_workspace_refuses_then_runs_as_probe(paddle_ws: Workspace) -> None:
     write(paddle_ws.root, "model/scratch.py", "x = 1\n")
     refused = gates_run(
@@ -161,6 +164,7 @@ def test_a_dirty_workspace_refuses_then_runs_as_probe(paddle_ws: Workspace) -> N
     assert any("model/scratch.py" in reason for reason in stamped["stampReasons"])  # type: ignore[union-attr]
 
 
+@pytest.mark.slow
 def test_the_exit_status_is_passed_through_and_stamps_probe(paddle_ws: Workspace) -> None:
     done = gates_run(
         paddle_ws,
@@ -178,6 +182,7 @@ def test_the_exit_status_is_passed_through_and_stamps_probe(paddle_ws: Workspace
     assert "the run failed (exit status 3)" in manifest["stampReasons"]  # type: ignore[operator]
 
 
+@pytest.mark.slow
 def test_sigterm_reaches_the_child_and_the_receipts_say_so(
     paddle_ws: Workspace, tmp_path: Path
 ) -> None:
@@ -224,6 +229,7 @@ def test_sigterm_reaches_the_child_and_the_receipts_say_so(
 
 
 @pytest.mark.slow
+@pytest.mark.serial
 def test_each_rank_records_its_own_folder_and_the_ranks_must_agree(paddle_ws: Workspace) -> None:
     launch = (
         f"PADDLE_TRAINERS_NUM=2 PADDLE_TRAINER_ID=0 {sys.executable} model/train_paddle.py & "
@@ -274,6 +280,7 @@ def test_environment_records_determinism_settings(monkeypatch: pytest.MonkeyPatc
     assert found["libraries"]["paddlepaddle"]
 
 
+@pytest.mark.slow
 def test_trainer_callback_records_each_logged_step(
     ws: Workspace, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -311,6 +318,7 @@ def test_trainer_callback_records_each_logged_step(
         GatesCallback(gap).on_log(None, state, control, logs={"loss": 1.5})
 
 
+@pytest.mark.slow
 def test_third_party_warnings_go_to_the_log_only(ws: Workspace) -> None:
     write(
         ws.root,

@@ -48,6 +48,7 @@ def expected(value: Any) -> str:
     return json.dumps(value, sort_keys=True, indent=2, ensure_ascii=False, allow_nan=False) + "\n"
 
 
+@pytest.mark.slow
 def test_random_documents_are_written_as_json_dumps_writes_them() -> None:
     rng = random.Random(5)  # noqa: S311 - reproducible test inputs
     for _ in range(3000):
@@ -227,6 +228,7 @@ def records(rng: random.Random) -> list[Any]:
     return rows
 
 
+@pytest.mark.slow
 def test_lists_of_records_are_written_as_json_dumps_writes_them() -> None:
     rng = random.Random(21)  # noqa: S311 - reproducible test inputs
     for _ in range(3000):

@@ -135,6 +135,7 @@ def _pin_pr(ci: CI, capsys: pytest.CaptureFixture[str], message: str) -> None:
 # --- gates refresh: a recorded checker command re-run by `python -m gates` --------------
 
 
+@pytest.mark.slow
 def test_refresh_never_imports_a_gates_package_committed_in_the_audited_repository(
     ws: Workspace, capsys: pytest.CaptureFixture[str], tmp_path: Path
 ) -> None:
@@ -249,6 +250,7 @@ def _host_state(ci: CI) -> dict[str, object]:
     }
 
 
+@pytest.mark.slow
 def test_the_attacker_s_pr_gets_the_honest_count_and_nothing_it_reached_for(
     ci: CI, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -346,6 +348,7 @@ def test_a_symlinked_entrypoint_into_an_evidence_location_is_refused_and_nothing
 # --- new route: the PR's own [sandbox] settings -------------------------------------------------
 
 
+@pytest.mark.slow
 def test_the_pr_s_sandbox_settings_are_proposed_never_applied(
     ci: CI, capsys: pytest.CaptureFixture[str]
 ) -> None:

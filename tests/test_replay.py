@@ -15,7 +15,6 @@ from pathlib import Path
 
 import git
 import numpy as np
-import paddle
 import pytest
 
 from gates.receipts.artifacts import schema_errors
@@ -216,6 +215,8 @@ def steps(ws: Workspace) -> dict[str, object]:
     return loaded
 
 
+@pytest.mark.slow
+@pytest.mark.serial
 def test_a_run_commits_every_step_and_saves_every_kth_state(trained: Workspace) -> None:
     commitments = json.loads((trained.root / CANDIDATE / "commitments.json").read_text())
     assert schema_errors(ArtifactKind.COMMITMENTS, commitments) == []
@@ -236,6 +237,8 @@ def test_a_run_commits_every_step_and_saves_every_kth_state(trained: Workspace) 
     assert f"{CANDIDATE}/states/step-000100.safetensors" in bound
 
 
+@pytest.mark.slow
+@pytest.mark.serial
 def test_replay_matches_bit_for_bit_and_the_audit_then_counts_the_steps(
     trained: Workspace,
 ) -> None:
@@ -262,6 +265,8 @@ def test_replay_matches_bit_for_bit_and_the_audit_then_counts_the_steps(
     assert "(1 - f)^2" in status.stdout
 
 
+@pytest.mark.slow
+@pytest.mark.serial
 def test_a_seed_the_verifier_does_not_pass_is_drawn_from_the_policy_and_the_time(
     trained: Workspace,
 ) -> None:
@@ -272,6 +277,8 @@ def test_a_seed_the_verifier_does_not_pass_is_drawn_from_the_policy_and_the_time
     assert report["policy_commit"] is None or len(report["policy_commit"]) == 40
 
 
+@pytest.mark.slow
+@pytest.mark.serial
 def test_a_runner_chosen_seed_is_refused(trained: Workspace) -> None:
     (trained.root / CANDIDATE / "seed.txt").write_text("a seed that misses my forgery\n")
     done = replay(trained, CANDIDATE, "--seed-file", f"{CANDIDATE}/seed.txt")
@@ -280,12 +287,16 @@ def test_a_runner_chosen_seed_is_refused(trained: Workspace) -> None:
     assert not (trained.root / CANDIDATE / "replay.json").exists()
 
 
+@pytest.mark.slow
+@pytest.mark.serial
 def test_a_window_past_the_runs_end_is_refused(trained: Workspace) -> None:
     done = replay(trained, CANDIDATE, "--windows", "0", "--window", "95:110")
     assert done.returncode == 2
     assert "window 95:110 ends past the run's last step 100" in done.stderr
 
 
+@pytest.mark.slow
+@pytest.mark.serial
 def test_a_saved_state_edited_after_signing_voids_the_run(trained: Workspace) -> None:
     path = trained.root / CANDIDATE / "states/step-000040.safetensors"
     state = load_state(path, "state")
@@ -300,6 +311,7 @@ def test_a_saved_state_edited_after_signing_voids_the_run(trained: Workspace) ->
     assert "nothing to replay" in done.stderr
 
 
+@pytest.mark.slow
 def test_a_run_with_no_commitments(ws: Workspace, capsys: pytest.CaptureFixture[str]) -> None:
     """A signed run of an entrypoint that records losses but no training state."""
     declare_entrypoints(ws.root)
@@ -319,6 +331,8 @@ def test_a_run_with_no_commitments(ws: Workspace, capsys: pytest.CaptureFixture[
     assert "not replayed as required: the run has no step commitments" in str(found["why"])
 
 
+@pytest.mark.slow
+@pytest.mark.serial
 def test_a_replay_signed_by_an_untrusted_key_does_not_count(
     trained: Workspace, tmp_path: Path
 ) -> None:
@@ -338,6 +352,8 @@ def test_a_replay_signed_by_an_untrusted_key_does_not_count(
     assert "not a trust anchor" in str(found["why"])
 
 
+@pytest.mark.slow
+@pytest.mark.serial
 def test_a_signer_trusted_for_paddle_but_not_for_replay_does_not_count(
     trained: Workspace, tmp_path: Path, session_trust: TrustSetup
 ) -> None:
@@ -364,6 +380,8 @@ def forged(tmp_path_factory: pytest.TempPathFactory, session_trust: TrustSetup) 
     return root
 
 
+@pytest.mark.slow
+@pytest.mark.serial
 def test_a_signed_loss_fabricated_in_one_step_is_caught_by_a_window_over_it(
     forged: Path, tmp_path: Path
 ) -> None:
@@ -383,6 +401,7 @@ def test_a_signed_loss_fabricated_in_one_step_is_caught_by_a_window_over_it(
     assert "MISMATCH at step 43: loss bits" in text.stdout
 
 
+@pytest.mark.slow
 def test_an_entrypoint_that_ignores_the_resume_arguments_is_caught(
     tmp_path: Path, session_trust: TrustSetup
 ) -> None:
@@ -395,6 +414,8 @@ def test_an_entrypoint_that_ignores_the_resume_arguments_is_caught(
     assert "parameters" in window["mismatch"]["parts"]
 
 
+@pytest.mark.slow
+@pytest.mark.serial
 def test_a_signed_state_whose_digest_differs_from_its_commitment_is_not_replayed(
     forged: Path, tmp_path: Path
 ) -> None:
@@ -408,6 +429,8 @@ def test_a_signed_state_whose_digest_differs_from_its_commitment_is_not_replayed
     assert "saved state differs from its commitment at step 30 in parameters" in window["error"]
 
 
+@pytest.mark.slow
+@pytest.mark.serial
 def test_a_state_missing_for_the_sampled_window(forged: Path, tmp_path: Path) -> None:
     ws = tmp_path / "ws"
     shutil.copytree(forged, ws, symlinks=True)
@@ -417,9 +440,12 @@ def test_a_state_missing_for_the_sampled_window(forged: Path, tmp_path: Path) ->
     assert "replay=error" in done.stdout
 
 
+@pytest.mark.slow
 def test_the_trainer_callback_commits_the_state_after_each_logged_step(tmp_path: Path) -> None:
     """The PaddleFormers/HF callback protocol driven as a Trainer drives it, on a real
     Paddle model and optimizer: on_train_begin, then on_step_end before on_log."""
+    import paddle  # noqa: PLC0415  (slow import: collecting this file stays fast)
+
     paddle.seed(7)
     model = paddle.nn.Linear(4, 2)
     optimizer = paddle.optimizer.AdamW(learning_rate=0.01, parameters=model.parameters())
@@ -449,6 +475,8 @@ def test_the_trainer_callback_commits_the_state_after_each_logged_step(tmp_path:
     assert len({c["parts"]["optimizer"] for c in found["steps"]}) == 4
 
 
+@pytest.mark.slow
+@pytest.mark.serial
 def test_the_replayed_code_runs_from_the_commit_without_the_evidence(
     trained: Workspace, tmp_path: Path
 ) -> None:
@@ -465,6 +493,7 @@ def test_the_replayed_code_runs_from_the_commit_without_the_evidence(
 
 
 @pytest.mark.slow
+@pytest.mark.serial
 def test_torch_windows_replay_bit_for_bit_in_the_sandbox(
     tmp_path: Path, session_trust: TrustSetup
 ) -> None:
@@ -489,6 +518,7 @@ def test_torch_windows_replay_bit_for_bit_in_the_sandbox(
 
 
 @pytest.mark.slow
+@pytest.mark.serial
 def test_a_replay_on_another_build_is_judged_by_the_policy(
     tmp_path: Path, session_trust: TrustSetup
 ) -> None:
@@ -533,6 +563,7 @@ RECORDED_TORCH = REPO_ROOT / "examples" / "glm52-minimal" / "results" / "torch"
 
 
 @pytest.mark.slow
+@pytest.mark.serial
 def test_the_recorded_torch_run_is_what_the_installed_torch_computes(tmp_path: Path) -> None:
     """The example's torch entrypoint, run here, writes its recorded run's losses and tensor
     dumps byte for byte (first recorded with torch 2.14.1, a CUDA build on the CPU;

@@ -63,6 +63,7 @@ def runs(ws: Workspace, capsys: pytest.CaptureFixture[str]) -> Workspace:
     return ws
 
 
+@pytest.mark.slow
 def test_the_page_shows_verdict_curves_first_divergence_and_evidence(
     runs: Workspace, capsys: pytest.CaptureFixture[str], tmp_path: Path
 ) -> None:
@@ -102,6 +103,7 @@ def test_no_losses_still_writes_the_page(
     assert "verdict=blocked" in words
 
 
+@pytest.mark.slow
 def test_one_side_only_is_drawn_and_said(
     ws: Workspace, capsys: pytest.CaptureFixture[str], tmp_path: Path
 ) -> None:
@@ -114,6 +116,7 @@ def test_one_side_only_is_drawn_and_said(
     assert 'id="candidate-loss"' not in page
 
 
+@pytest.mark.slow
 def test_nan_losses_are_drawn_marked_and_not_evidence(
     ws: Workspace, capsys: pytest.CaptureFixture[str], tmp_path: Path
 ) -> None:
@@ -164,6 +167,8 @@ def test_the_tensor_map_marks_the_first_differing_tensor(
     assert "tensor(s) dumped, in 2 row(s)" in words  # layer 0 and the embedding
 
 
+@pytest.mark.slow
+@pytest.mark.serial
 def test_sixty_thousand_tensors_aggregate_and_the_page_stays_small(
     ws: Workspace, capsys: pytest.CaptureFixture[str], tmp_path: Path
 ) -> None:
@@ -192,6 +197,7 @@ def _chromium() -> str:
     return found
 
 
+@pytest.mark.slow
 def test_the_page_renders_its_charts_in_a_real_browser(
     runs: Workspace, capsys: pytest.CaptureFixture[str], tmp_path: Path
 ) -> None:

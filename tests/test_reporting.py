@@ -80,6 +80,7 @@ def test_status_block_matches_the_golden_file(
     assert result.out == golden.read_text(encoding="utf-8")
 
 
+@pytest.mark.slow
 def test_status_is_deterministic_and_fixed_size(
     seeded: Workspace, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -111,6 +112,7 @@ def test_status_is_deterministic_and_fixed_size(
     assert "…and 13 more receipt(s)" in grown
 
 
+@pytest.mark.slow
 def test_pr_body_block_is_replaced_in_place_and_idempotent(
     seeded: Workspace, capsys: pytest.CaptureFixture[str], tmp_path: Path
 ) -> None:
@@ -481,6 +483,7 @@ def test_explain_takes_a_short_id_and_fills_in_the_declared_entrypoints(
     assert "names more than one contract" in ambiguous.err
 
 
+@pytest.mark.slow
 def test_the_evidence_table_puts_the_side_results_before_the_repeats(
     ws: Workspace, capsys: pytest.CaptureFixture[str]
 ) -> None:

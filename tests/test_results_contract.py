@@ -174,6 +174,7 @@ def test_missing_invalid_and_unreceipted_result_files_are_named(
     assert [name for name, c in found.items() if c["met"]] == ["entrypoints_declared"]
 
 
+@pytest.mark.slow
 def test_full_alignment_discharges_the_oracle(
     ws: Workspace, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -190,6 +191,7 @@ def test_full_alignment_discharges_the_oracle(
     assert code == 1  # the tensor-inventory contract still has no evaluator
 
 
+@pytest.mark.slow
 def test_repeats_that_differ_from_the_candidate_do_not_back_it(
     ws: Workspace, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -259,6 +261,7 @@ def test_rounded_losses_give_zero(ws: Workspace, capsys: pytest.CaptureFixture[s
     assert "rounded losses are not bit-comparable" in steps["why"]
 
 
+@pytest.mark.slow
 def test_the_worst_of_several_formal_pairs_counts(
     ws: Workspace, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -285,6 +288,7 @@ def test_steps_text_ledger_shows_bits(ws: Workspace, capsys: pytest.CaptureFixtu
     assert step_one.rstrip().endswith("yes")
 
 
+@pytest.mark.slow
 def test_the_ledger_shows_the_first_divergence_past_its_limit(
     ws: Workspace, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -315,6 +319,7 @@ def test_more_identical_steps_than_required_are_capped_and_explained(
     assert "the contract asks 5, so 5 / 5 are counted" in steps["why"]
 
 
+@pytest.mark.slow
 def test_steps_fail_while_a_receipt_is_rejected(
     ws: Workspace, capsys: pytest.CaptureFixture[str]
 ) -> None:

@@ -209,6 +209,7 @@ def assert_agree(path: Path) -> None:
     suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
 )
 @given(data=safetensors_file())
+@pytest.mark.slow
 def test_we_agree_with_the_library_on_generated_files(tmp_path: Path, data: bytes) -> None:
     path = tmp_path / "fuzz.safetensors"
     path.write_bytes(data)

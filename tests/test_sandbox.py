@@ -129,6 +129,8 @@ def test_a_child_reads_no_key_no_trust_file_no_cache_and_no_parent_environment(
     assert "GATES_SIGNING_KEY" not in isolation["environment"]
 
 
+@pytest.mark.slow
+@pytest.mark.serial
 def test_a_child_writes_neither_audit_index_stat_cache_git_index_refs_nor_trust_file(
     tmp_path: Path, capsys: pytest.CaptureFixture[str], signing: TrustSetup
 ) -> None:
@@ -330,6 +332,7 @@ def _gone(marker: str) -> bool:
     return True
 
 
+@pytest.mark.slow
 def test_a_run_killed_midway_signs_nothing_and_leaves_no_process(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -361,6 +364,7 @@ def test_a_daemon_forked_by_the_run_dies_with_the_sandbox(
     assert _gone(marker), "a daemon forked by the run outlived the sandbox"
 
 
+@pytest.mark.slow
 def test_the_unshare_fallback_isolates_too(
     tmp_path: Path, capsys: pytest.CaptureFixture[str], signing: TrustSetup,
     monkeypatch: pytest.MonkeyPatch,
@@ -432,6 +436,8 @@ def test_a_run_without_the_sandbox_is_signed_as_such_and_counts_probe(
     assert "run not isolated" in str(run["reason"])
 
 
+@pytest.mark.slow
+@pytest.mark.serial
 def test_paddle_s_launcher_runs_two_ranks_in_the_sandbox_on_loopback(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

@@ -52,6 +52,7 @@ TORCH_LOSS = "results/torch/loss.receipt.json"
 PADDLE_LOSS = "results/paddle/loss.receipt.json"
 
 
+@pytest.mark.slow
 def test_a_pr_changing_only_candidate_code_keeps_the_protected_reference_run_formal(
     ws: Workspace, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -67,6 +68,7 @@ def test_a_pr_changing_only_candidate_code_keeps_the_protected_reference_run_for
     assert report["formal_alignment_steps"] == 100
 
 
+@pytest.mark.slow
 def test_without_sides_all_code_is_shared_and_the_reference_must_rerun(
     ws: Workspace, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -84,6 +86,7 @@ def test_without_sides_all_code_is_shared_and_the_reference_must_rerun(
     assert report["formal_alignment_steps"] == 0
 
 
+@pytest.mark.slow
 def test_a_pr_changing_reference_code_makes_reference_evidence_probe(
     ws: Workspace, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -103,6 +106,7 @@ def test_a_pr_changing_reference_code_makes_reference_evidence_probe(
     assert report["verdict"] == "blocked"
 
 
+@pytest.mark.slow
 def test_a_reference_run_of_older_protected_code_is_not_in_force(
     ws: Workspace, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -119,6 +123,7 @@ def test_a_reference_run_of_older_protected_code_is_not_in_force(
     assert "reference/torch_model.py" in reason
 
 
+@pytest.mark.slow
 def test_unprotected_both_sides_are_judged_against_the_pin(
     ws: Workspace, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -134,6 +139,7 @@ def test_unprotected_both_sides_are_judged_against_the_pin(
     assert "its candidate code differs in paddleformers/glm/modeling.py" in reason
 
 
+@pytest.mark.slow
 def test_a_narrowed_exclude_on_main_does_not_void_unchanged_evidence(
     ws: Workspace, capsys: pytest.CaptureFixture[str]
 ) -> None:

@@ -65,6 +65,7 @@ def test_no_dumps_is_undischarged_and_names_what_is_missing(
     assert "`tensor_aligned_steps = 0 / 100`" in status.out
 
 
+@pytest.mark.slow
 def test_equal_dumps_discharge_and_a_divergence_is_located(
     ws: Workspace, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -98,6 +99,7 @@ def test_equal_dumps_discharge_and_a_divergence_is_located(
     assert "first divergence: step 3 grad" in status.out
 
 
+@pytest.mark.slow
 def test_changed_dump_after_receipt_does_not_count(
     ws: Workspace, capsys: pytest.CaptureFixture[str]
 ) -> None:

@@ -58,6 +58,7 @@ def test_the_first_divergence_is_a_named_tensor_before_the_loss_diverges(
     assert not used & set(found["unmatched_rules"])
 
 
+@pytest.mark.slow
 def test_demo_tensor_step(example: Path) -> None:
     lines: list[str] = []
     tensor_step(open_workspace(example), lines.append, PROFILE)
@@ -76,6 +77,7 @@ def test_demo_tensor_step(example: Path) -> None:
     assert any(reason.startswith("input ") for reason in check["stampReasons"])
 
 
+@pytest.mark.slow
 def test_probe_explains_the_indexer_tensors_only_when_receipted(
     example: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -98,6 +100,7 @@ def test_probe_explains_the_indexer_tensors_only_when_receipted(
     assert "5 expected_absent, not consumed" in after["detail"]  # type: ignore[index]
 
 
+@pytest.mark.slow
 def test_probe_of_only_some_tensors_leaves_the_rest_structural(
     example: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

@@ -17,12 +17,13 @@ from safetensors.numpy import load_file
 from gates.tensors.layout import ORDER_FILE
 from tests.helpers import Workspace
 
-torch = pytest.importorskip("torch")
+pytestmark = pytest.mark.slow
 
 
 def train_torch(run_folder: Path, *, nudge_step: int | None = None, bf16: bool = False) -> None:
     from gates.tensors.recorder import TensorRecorder  # noqa: PLC0415
 
+    torch = pytest.importorskip("torch")  # here, not at import: collecting stays fast
     torch.manual_seed(7)
     model = torch.nn.Sequential(
         torch.nn.Embedding(16, 8), torch.nn.Linear(8, 8), torch.nn.SiLU(), torch.nn.Linear(8, 16)

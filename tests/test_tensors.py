@@ -317,6 +317,7 @@ def _copy_runs(ws: Workspace, source: Path) -> None:
         shutil.copytree(source / name, ws.root / "runs" / name)
 
 
+@pytest.mark.slow
 def test_paddle_recorder_layout_order_and_selection(paddle_runs: Path) -> None:
     steps = sorted(p.name for p in (paddle_runs / "a/tensors").iterdir())
     assert steps == ["step-000001", "step-000002", "step-000003"]
@@ -347,6 +348,7 @@ def test_paddle_recorder_layout_order_and_selection(paddle_runs: Path) -> None:
     assert not list(paddle_runs.rglob("*.tmp"))
 
 
+@pytest.mark.slow
 def test_paddle_repeats_and_a_one_ulp_nudge(
     ws: Workspace, capsys: pytest.CaptureFixture[str], paddle_runs: Path
 ) -> None:
@@ -378,6 +380,7 @@ def test_paddle_repeats_and_a_one_ulp_nudge(
     assert "deterministic=true" in result.out
 
 
+@pytest.mark.slow
 def test_frozen_parameters_are_dumped_without_gradients(tmp_path: Path) -> None:
     import paddle  # noqa: PLC0415
 

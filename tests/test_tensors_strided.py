@@ -30,6 +30,7 @@ def run(ws: Workspace, capsys: pytest.CaptureFixture[str]) -> tuple[int, Any]:
 
 
 @pytest.mark.parametrize(("rows", "cols"), [(300, 130), (65, 513), (64, 256)])
+@pytest.mark.slow
 def test_every_flipped_bit_is_found_through_transpose_and_fusion(
     ws: Workspace, capsys: pytest.CaptureFixture[str], rows: int, cols: int
 ) -> None:

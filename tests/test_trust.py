@@ -88,6 +88,7 @@ def test_without_trust_anchors_nothing_is_formal(
     assert all(r["status"] != "formal" for r in receipts(report).values())
 
 
+@pytest.mark.slow
 def test_the_forgery_copy_and_receipt_by_hand_gives_nothing_formal(
     trusted: Workspace, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -196,6 +197,7 @@ def test_a_byte_changed_in_a_subject_is_rejected(
         ('["*"]', True, "whose key is revoked"),
     ],
 )
+@pytest.mark.slow
 def test_signers_that_may_not_attest_give_probe(
     trusted: Workspace,
     *,
@@ -312,6 +314,7 @@ def test_key_new_and_pub(ws: Workspace, capsys: pytest.CaptureFixture[str], tmp_
     assert "inside" in inside.err
 
 
+@pytest.mark.slow
 def test_two_receipts_binding_one_file_to_different_digests_are_rejected(
     trusted: Workspace, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -339,6 +342,7 @@ def _protected(trusted: Workspace) -> None:
     trusted.repo.git.checkout("-q", "-b", "pr")
 
 
+@pytest.mark.slow
 def test_a_relaxed_contract_and_a_waiver_in_the_pr_are_shown_not_applied(
     trusted: Workspace, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -368,6 +372,7 @@ def test_a_relaxed_contract_and_a_waiver_in_the_pr_are_shown_not_applied(
     assert "contract_environment.manifest-format-key" in ids
 
 
+@pytest.mark.slow
 def test_the_freeze_is_judged_by_the_protected_settings(
     trusted: Workspace, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -406,6 +411,7 @@ def test_unprotected_policy_is_said_in_every_format(
         assert "nprotected" in result.out or "NPROTECTED" in result.out, fmt
 
 
+@pytest.mark.slow
 def test_trust_from_a_protected_ref_ignores_worktree_edits(
     trusted: Workspace,
     capsys: pytest.CaptureFixture[str],
@@ -433,6 +439,7 @@ def test_trust_from_a_protected_ref_ignores_worktree_edits(
     assert receipts(unprotected)[LOSS_RECEIPT]["status"] == "probe"
 
 
+@pytest.mark.slow
 def test_a_checker_output_that_disagrees_with_the_recomputation_is_rejected(
     trusted: Workspace, capsys: pytest.CaptureFixture[str]
 ) -> None:
