@@ -178,6 +178,7 @@ def test_a_vsa_by_an_untrusted_key_fails(
     )
 
 
+@pytest.mark.slow
 def test_a_vsa_whose_inputs_are_missing_fails(
     exported: Path, capsys: pytest.CaptureFixture[str], signing: TrustSetup
 ) -> None:

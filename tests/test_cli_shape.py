@@ -248,6 +248,7 @@ PRINTED = {
 }
 
 
+@pytest.mark.slow
 def test_renderers_are_pure_and_print_what_the_command_prints(
     ws: Workspace, capsys: pytest.CaptureFixture[str], tmp_path: Path
 ) -> None:
@@ -279,6 +280,7 @@ def test_renderers_are_pure_and_print_what_the_command_prints(
                 assert render(result) == rendered[(command, name)], (command, name)
 
 
+@pytest.mark.slow
 def test_the_checkers_renderers_are_pure(ws: Workspace) -> None:
     ref, cand = glm_dumps(np.random.default_rng(5), 2)
     write_dump(ws.root / "results/torch", ref, framework="torch")

@@ -57,6 +57,7 @@ def _assert_rejected(report: dict[str, object], side: str, *words: str) -> None:
     assert report["verdict"] == "blocked"
 
 
+@pytest.mark.slow
 def test_an_env_capture_with_another_run_id_is_rejected(
     ws: Workspace, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:

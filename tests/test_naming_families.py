@@ -124,6 +124,7 @@ def random_rule(rng: random.Random, names: list[str]) -> dict[str, object]:
     return {"kind": kind, "source": source, "targets": [f"{source}.a", f"{source}.b"]}
 
 
+@pytest.mark.slow
 def test_the_family_path_equals_the_per_name_path_on_random_rules_and_names() -> None:
     rng = random.Random(2026)  # noqa: S311 - reproducible test inputs
     by_families = 0
@@ -201,6 +202,7 @@ def test_which_patterns_bind_numbers_alike(pattern: str, alike: bool) -> None:
     assert binds_numbers_alike(pattern, {"mtp": "78"}) is alike
 
 
+@pytest.mark.slow
 def test_the_full_size_key_set_through_the_shipped_rules() -> None:
     config = load_config()
     reference = reference_keyset(config)

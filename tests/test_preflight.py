@@ -227,6 +227,7 @@ def test_env_capture_without_a_model_config_fails_at_once(
     assert not (launch_ws.root / "results/torch/loss.json").exists()
 
 
+@pytest.mark.slow
 def test_the_recorder_takes_framework_and_config_from_gates_run(
     launch_ws: Workspace, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -271,6 +272,7 @@ def test_a_recorder_framework_that_contradicts_the_launch_fails(
     assert "RunRecorder(framework='paddle') but `gates run --framework torch` launched it" in err
 
 
+@pytest.mark.slow
 def test_a_nan_loss_is_recorded_as_such_and_is_the_first_divergence(
     launch_ws: Workspace, capsys: pytest.CaptureFixture[str]
 ) -> None:
