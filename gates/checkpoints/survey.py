@@ -156,12 +156,27 @@ def _structural(
     return Difference("structural", (leaf.name,), (name,), node.rules, detail)
 
 
+def _leaves(children: tuple[Node, ...]) -> list[Node]:
+    """`Node.leaves` of a node over ``children``, a child over one leaf (a fusion's
+    transposes) without the call."""
+    leaves: list[Node] = []
+    for child in children:
+        below = child.children
+        if child.op == "leaf":
+            leaves.append(child)
+        elif len(below) == 1 and below[0].op == "leaf":
+            leaves.append(below[0])
+        else:
+            leaves += child.leaves()
+    return leaves
+
+
 def classify(nodes: dict[str, Node], found: Found) -> tuple[dict[str, Node], list[Difference]]:
     """The expected tensors the candidate has as expected (by name), and a difference per
     reference tensor that is not (by its name); a reference tensor under several expected
     ones (a split's) collects their names. A loop, not a pass of C-level maps per class:
     that was slower (docs/performance.md), the cost being the objects, not the branches.
-    `_klass`, `_difference` and, over one leaf, `Node.leaves` are inlined: the same
+    `_klass`, `_difference` and `Node.leaves` (to a depth of two) are inlined: the same
     results (tests/test_survey_classify.py holds them to the plain loop)."""
     matched: dict[str, Node] = {}
     by_leaf: dict[str, Difference] = {}
@@ -182,7 +197,8 @@ def classify(nodes: dict[str, Node], found: Found) -> tuple[dict[str, Node], lis
             leaves: Sequence[Node] = children  # `Node.leaves` and `_klass` without the calls
             klass = "naming" if op in _NAMING else "dtype" if op == "cast" else "layout"
         else:
-            leaves, klass = node.leaves(), "naming" if op in _NAMING else _klass(node)
+            leaves = _leaves(children)
+            klass = "naming" if op in _NAMING else _klass(node)
         rules = node.rules
         for leaf in leaves:
             source = leaf.name
