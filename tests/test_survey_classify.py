@@ -73,7 +73,7 @@ def _spoiled(rng: random.Random, nodes: dict[str, Node]) -> Found:
 def test_the_inlined_loop_equals_the_plain_loop_on_random_rules_and_candidates() -> None:
     rng = random.Random(2027)  # noqa: S311 - reproducible test inputs
     explained = 0
-    for _ in range(400):
+    for _ in range(200):
         reference = random_inventory(rng)
         rules = [random_rule(rng, list(reference)) for _ in range(rng.randint(1, 5))]
         try:
@@ -85,7 +85,7 @@ def test_the_inlined_loop_equals_the_plain_loop_on_random_rules_and_candidates()
         matched, differences = classify(nodes, found)
         assert (matched, differences) == plain_classify(nodes, found), (rules, sorted(found))
         explained += sum(d.klass != "structural" for d in differences)
-    assert explained > 500, "the random rules explain many differences"
+    assert explained > 250, "the random rules explain many differences"
 
 
 @pytest.mark.slow
@@ -98,3 +98,30 @@ def test_the_inlined_loop_equals_the_plain_loop_on_the_full_size_key_set() -> No
     matched, differences = classify(nodes, found)
     assert {d.klass for d in differences} == {"naming", "layout", "dtype", "structural"}
     assert (matched, differences) == plain_classify(nodes, found)
+
+
+def test_a_fusion_over_transposes_of_renamed_tensors_names_both_sources() -> None:
+    reference: Found = {"m.0.up.weight": ("BF16", (2, 4)), "m.0.gate.weight": ("BF16", (2, 4))}
+    ruleset = RuleSet.model_validate(
+        {
+            "rules": [
+                {"kind": "rename", "source": "m.{n}.up.weight", "target": "m.{n}.u.weight"},
+                {"kind": "transpose", "match": "m.{n}.{w}.weight"},
+                {
+                    "kind": "fuse",
+                    "sources": ["m.{n}.u.weight", "m.{n}.gate.weight"],
+                    "target": "m.{n}.ug.weight",
+                    "axis": 1,
+                },
+            ]
+        }
+    )
+    nodes = expect(reference, ruleset).nodes
+    assert [child.children[0].op for child in nodes["m.0.ug.weight"].children] == ["rename", "leaf"]
+    found: Found = {"m.0.ug.weight": ("BF16", (4, 4))}
+    matched, differences = classify(nodes, found)
+    assert (matched, differences) == plain_classify(nodes, found)
+    assert [(d.klass, d.reference, d.candidate) for d in differences] == [
+        ("naming", ("m.0.gate.weight",), ("m.0.ug.weight",)),
+        ("naming", ("m.0.up.weight",), ("m.0.ug.weight",)),
+    ]
