@@ -40,7 +40,7 @@ from gates.canonical import pretty_json
 from gates.checkpoints.check import check_checkpoint
 from gates.checkpoints.digest import hash_shards
 from gates.checkpoints.layout import load_checkpoint
-from gates.checkpoints.survey import Survey, _difference, survey
+from gates.checkpoints.survey import Survey, _difference, classify, survey
 from gates.checkpoints.survey import inventory as listed_tensors
 from gates.commands.checkpoint import resolve_rules
 from gates.commands.inventory import collector_paused, diff, survey_document
@@ -244,6 +244,12 @@ def inventory(args: argparse.Namespace, root: Path) -> dict[str, object]:
         resolved = resolve(ruleset, [(folders[0], "reference"), (folders[1], "candidate")]).ruleset
         by_family = median_cpu_seconds(lambda: expect_by_family(placed, resolved), args.repeats)
         by_name = median_cpu_seconds(lambda: expect(placed, resolved), args.repeats)
+        # the classification alone: the expected tensors against the candidate's
+        expected, candidates = (
+            expect_by_family(placed, resolved).nodes,
+            listed_tensors(sides[1].checkpoint),
+        )
+        classified = median_cpu_seconds(lambda: classify(expected, candidates), args.repeats)
         # the least a survey hands over: a node per reference tensor and a difference per
         # tensor the rules change, built as the survey builds them, no rule applied at all
         names = list(sides[0].checkpoint.tensors)
@@ -265,6 +271,7 @@ def inventory(args: argparse.Namespace, root: Path) -> dict[str, object]:
         "inventory_survey_cpu_seconds": round(surveyed, 2),
         "inventory_rules_by_family_cpu_seconds": round(by_family, 2),
         "inventory_rules_by_name_cpu_seconds": round(by_name, 2),
+        "inventory_classify_cpu_seconds": round(classified, 2),
         "survey_objects_floor_cpu_seconds": round(objects, 2),
         "survey_objects_floor_over_safe_open_listing": round(objects / listed, 2),
         "inventory_write_json_cpu_seconds": round(written, 2),

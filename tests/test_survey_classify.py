@@ -1,10 +1,41 @@
 """The survey's classes: a reference tensor under two expected ones (a split's) is one
-difference that names both."""
+difference that names both; `classify`'s inlined loop equals the plain loop."""
 
 from __future__ import annotations
 
-from gates.checkpoints.survey import classify
-from gates.naming.rules import RuleSet, expect
+import random
+
+import pytest
+
+from bench.glm52_keyset import load_config, paddle_keyset, reference_keyset
+from gates.checkpoints.survey import Difference, Found, _klass, _structural, classify
+from gates.naming.rules import Node, RuleSet, expect
+from tests.test_naming_families import random_inventory, random_rule, shipped_rules
+
+
+def plain_classify(
+    nodes: dict[str, Node], found: Found
+) -> tuple[dict[str, Node], list[Difference]]:
+    """`classify` as it was before its calls were inlined: the reference it is held to."""
+    matched: dict[str, Node] = {}
+    by_leaf: dict[str, Difference] = {}
+    for name, node in sorted(nodes.items()):
+        actual = found.get(name)
+        leaves = node.leaves()
+        if actual is None or actual != (node.dtype, node.shape):
+            for leaf in leaves:
+                by_leaf[leaf.name] = _structural(name, node, leaf, actual)
+            continue
+        matched[name] = node
+        if node.op == "leaf":
+            continue
+        klass = _klass(node)
+        for leaf in leaves:
+            previous = by_leaf.get(leaf.name)
+            targets = (*previous.candidate, name) if previous else (name,)
+            detail = f"{leaf.name} -> {', '.join(targets)}"
+            by_leaf[leaf.name] = Difference(klass, (leaf.name,), targets, node.rules, detail)
+    return matched, [by_leaf[name] for name in sorted(by_leaf)]
 
 
 def test_a_split_tensor_lists_both_of_its_parts() -> None:
@@ -18,4 +49,79 @@ def test_a_split_tensor_lists_both_of_its_parts() -> None:
     assert sorted(matched) == ["m.a", "m.b", "m.v"]
     assert [(d.klass, d.reference, d.candidate, d.detail) for d in differences] == [
         ("naming", ("m.w",), ("m.a", "m.b"), "m.w -> m.a, m.b")
+    ]
+
+
+def _spoiled(rng: random.Random, nodes: dict[str, Node]) -> Found:
+    """The candidate the rules expect, with some tensors dropped, changed or added."""
+    found: Found = {}
+    for name, node in nodes.items():
+        roll = rng.random()
+        if roll < 0.1:
+            continue
+        if roll < 0.2:
+            found[name] = ("F64", node.shape)
+        elif roll < 0.25:
+            found[name] = (node.dtype, (*node.shape, 1))
+        else:
+            found[name] = (node.dtype, node.shape)
+    if rng.random() < 0.3:
+        found["extra.weight"] = ("BF16", (1,))
+    return found
+
+
+def test_the_inlined_loop_equals_the_plain_loop_on_random_rules_and_candidates() -> None:
+    rng = random.Random(2027)  # noqa: S311 - reproducible test inputs
+    explained = 0
+    for _ in range(200):
+        reference = random_inventory(rng)
+        rules = [random_rule(rng, list(reference)) for _ in range(rng.randint(1, 5))]
+        try:
+            ruleset = RuleSet.model_validate({"rules": rules})
+            nodes = expect(reference, ruleset).nodes
+        except ValueError:
+            continue
+        found = _spoiled(rng, nodes)
+        matched, differences = classify(nodes, found)
+        assert (matched, differences) == plain_classify(nodes, found), (rules, sorted(found))
+        explained += sum(d.klass != "structural" for d in differences)
+    assert explained > 250, "the random rules explain many differences"
+
+
+@pytest.mark.slow
+def test_the_inlined_loop_equals_the_plain_loop_on_the_full_size_key_set() -> None:
+    config = load_config()
+    mtp = config["num_hidden_layers"]
+    reference = reference_keyset(config)
+    nodes = expect(reference, shipped_rules(str(mtp))).nodes
+    found = paddle_keyset(reference, mtp, drop_mtp_indexer=True)
+    matched, differences = classify(nodes, found)
+    assert {d.klass for d in differences} == {"naming", "layout", "dtype", "structural"}
+    assert (matched, differences) == plain_classify(nodes, found)
+
+
+def test_a_fusion_over_transposes_of_renamed_tensors_names_both_sources() -> None:
+    reference: Found = {"m.0.up.weight": ("BF16", (2, 4)), "m.0.gate.weight": ("BF16", (2, 4))}
+    ruleset = RuleSet.model_validate(
+        {
+            "rules": [
+                {"kind": "rename", "source": "m.{n}.up.weight", "target": "m.{n}.u.weight"},
+                {"kind": "transpose", "match": "m.{n}.{w}.weight"},
+                {
+                    "kind": "fuse",
+                    "sources": ["m.{n}.u.weight", "m.{n}.gate.weight"],
+                    "target": "m.{n}.ug.weight",
+                    "axis": 1,
+                },
+            ]
+        }
+    )
+    nodes = expect(reference, ruleset).nodes
+    assert [child.children[0].op for child in nodes["m.0.ug.weight"].children] == ["rename", "leaf"]
+    found: Found = {"m.0.ug.weight": ("BF16", (4, 4))}
+    matched, differences = classify(nodes, found)
+    assert (matched, differences) == plain_classify(nodes, found)
+    assert [(d.klass, d.reference, d.candidate) for d in differences] == [
+        ("naming", ("m.0.gate.weight",), ("m.0.ug.weight",)),
+        ("naming", ("m.0.up.weight",), ("m.0.ug.weight",)),
     ]

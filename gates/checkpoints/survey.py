@@ -13,6 +13,7 @@ and so is each candidate tensor nothing explains:
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from gates.checkpoints.layout import Checkpoint
@@ -155,30 +156,70 @@ def _structural(
     return Difference("structural", (leaf.name,), (name,), node.rules, detail)
 
 
+def _leaves(children: tuple[Node, ...]) -> list[Node]:
+    """`Node.leaves` of a node over ``children``, a child over one leaf (a fusion's
+    transposes) without the call."""
+    leaves: list[Node] = []
+    for child in children:
+        below = child.children
+        if child.op == "leaf":
+            leaves.append(child)
+        elif len(below) == 1 and below[0].op == "leaf":
+            leaves.append(below[0])
+        else:
+            leaves += child.leaves()
+    return leaves
+
+
 def classify(nodes: dict[str, Node], found: Found) -> tuple[dict[str, Node], list[Difference]]:
     """The expected tensors the candidate has as expected (by name), and a difference per
     reference tensor that is not (by its name); a reference tensor under several expected
     ones (a split's) collects their names. A loop, not a pass of C-level maps per class:
-    that was slower (docs/performance.md), the cost being the objects, not the branches."""
+    that was slower (docs/performance.md), the cost being the objects, not the branches.
+    `_klass`, `_difference` and `Node.leaves` (to a depth of two) are inlined: the same
+    results (tests/test_survey_classify.py holds them to the plain loop)."""
     matched: dict[str, Node] = {}
     by_leaf: dict[str, Difference] = {}
-    for name, node in sorted(nodes.items()):
-        actual = found.get(name)
-        if node.op == "leaf" and actual is not None and actual == (node.dtype, node.shape):
-            matched[name] = node  # the usual case first: a tensor the rules leave as it is
-            continue
-        leaves = node.leaves()
+    get, previous_of = found.get, by_leaf.get
+    for name in sorted(nodes):
+        node = nodes[name]
+        actual = get(name)
+        op = node.op
         if actual is None or actual != (node.dtype, node.shape):
-            for leaf in leaves:
+            for leaf in node.leaves():
                 by_leaf[leaf.name] = _structural(name, node, leaf, actual)
             continue
         matched[name] = node
-        if node.op == "leaf":
-            continue
-        klass = _klass(node)
+        if op == "leaf":
+            continue  # the usual case first: a tensor the rules leave as it is
+        children = node.children
+        if len(children) == 1 and children[0].op == "leaf":
+            leaves: Sequence[Node] = children  # `Node.leaves` and `_klass` without the calls
+            klass = "naming" if op in _NAMING else "dtype" if op == "cast" else "layout"
+        else:
+            leaves = _leaves(children)
+            klass = "naming" if op in _NAMING else _klass(node)
+        rules = node.rules
         for leaf in leaves:
-            previous = by_leaf.get(leaf.name)
-            targets = (*previous.candidate, name) if previous else (name,)
-            detail = f"{leaf.name} -> {', '.join(targets)}"
-            by_leaf[leaf.name] = _difference(klass, (leaf.name,), targets, node.rules, detail)
-    return matched, [by_leaf[name] for name in sorted(by_leaf)]
+            source = leaf.name
+            previous = previous_of(source)
+            targets: tuple[str, ...]
+            if previous is None:
+                targets, detail = (name,), source + " -> " + name
+            else:
+                targets = (*previous.candidate, name)
+                detail = f"{source} -> {', '.join(targets)}"
+            made = _NEW(Difference)  # `_difference` inlined
+            _SET(
+                made,
+                "__dict__",
+                {
+                    "klass": klass,
+                    "reference": (source,),
+                    "candidate": targets,
+                    "rules": rules,
+                    "detail": detail,
+                },
+            )
+            by_leaf[source] = made
+    return matched, list(map(by_leaf.__getitem__, sorted(by_leaf)))
