@@ -73,6 +73,7 @@ def test_an_env_capture_with_another_git_head_is_rejected(
     _assert_rejected(_audit(ws, capsys), "paddle", "git_head", "1" * 40)
 
 
+@pytest.mark.slow
 def test_a_torch_run_whose_capture_shows_no_torch_is_named(
     ws: Workspace, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -151,6 +151,7 @@ def _fake_python(folder: Path) -> Path:
     return fake
 
 
+@pytest.mark.slow
 def test_anything_named_python_is_not_the_declared_python(
     ws: Workspace, capsys: pytest.CaptureFixture[str], tmp_path: Path
 ) -> None:

@@ -319,6 +319,7 @@ def batches(rng: random.Random) -> Iterator[list[tuple[bytes, int]]]:
         ]
 
 
+@pytest.mark.slow
 def test_headers_checked_together_get_each_ones_verdict(monkeypatch: pytest.MonkeyPatch) -> None:
     """`parse_headers` checks a batch of canonical headers at once: every header must get
     what `parse_header` gives it alone, whatever the others in its batch are."""

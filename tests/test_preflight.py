@@ -205,6 +205,7 @@ def test_force_runs_anyway_and_says_what_counts_zero(
     ) in out
 
 
+@pytest.mark.slow
 def test_env_capture_without_a_model_config_fails_at_once(
     launch_ws: Workspace, capsys: pytest.CaptureFixture[str]
 ) -> None:
