@@ -37,6 +37,9 @@ class RendererChoice(click.Choice[str]):
     line starts: the CLI loads only the command it runs."""
 
     def __init__(self, where: str) -> None:
+        # imported by name, so only gates' own modules: never a path a workspace could supply
+        if not where.startswith("gates."):
+            raise ValueError(f"renderer map {where!r} is not one of gates' modules")
         self.where = where
         self._keys: tuple[str, ...] | None = None
         super().__init__(())

