@@ -40,7 +40,7 @@ from gates.canonical import pretty_json
 from gates.checkpoints.check import check_checkpoint
 from gates.checkpoints.digest import hash_shards
 from gates.checkpoints.layout import load_checkpoint
-from gates.checkpoints.survey import Survey, _difference, classify, survey
+from gates.checkpoints.survey import Survey, _made, classify, survey
 from gates.checkpoints.survey import inventory as listed_tensors
 from gates.commands.checkpoint import resolve_rules
 from gates.commands.inventory import collector_paused, diff, survey_document
@@ -287,7 +287,7 @@ def inventory(args: argparse.Namespace, root: Path) -> dict[str, object]:
 def survey_objects(names: list[str], survey_found: Survey) -> None:
     nodes = {name: _node(name, "F32", (1,)) for name in sorted(names)}
     tags, differences = ("rule",), survey_found.differences
-    made = [_difference("naming", d.reference or d.candidate, (), tags, "") for d in differences]
+    made = [_made(("naming", d.reference or d.candidate, (), tags, "")) for d in differences]
     del nodes, made
 
 

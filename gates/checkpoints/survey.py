@@ -15,9 +15,10 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from functools import cached_property
+from functools import cached_property, partial
 from itertools import compress, repeat, starmap
 from operator import add, eq, not_
+from typing import NamedTuple
 
 from gates.checkpoints.layout import Checkpoint
 from gates.naming.by_family import expect_by_family
@@ -28,8 +29,9 @@ from gates.naming.rules import Node, RuleSet
 CLASSES = ("naming", "layout", "dtype", "structural")
 
 
-@dataclass(frozen=True)
-class Difference:
+class Difference(NamedTuple):
+    """A tuple, so that a survey makes its 60,000 in C (`_made`)."""
+
     klass: str
     reference: tuple[str, ...]
     candidate: tuple[str, ...]
@@ -37,13 +39,25 @@ class Difference:
     detail: str
 
     def to_json(self) -> dict[str, object]:
-        return {
-            "class": self.klass,
-            "reference": list(self.reference),
-            "candidate": list(self.candidate),
-            "rules": list(self.rules),
-            "detail": self.detail,
-        }
+        return dict(zip(_FIELDS, _listed(self), strict=True))
+
+
+_FIELDS = ("class", "reference", "candidate", "rules", "detail")
+
+
+def _listed(row: Difference) -> tuple[str, list[str], list[str], list[str], str]:
+    return row.klass, list(row.reference), list(row.candidate), list(row.rules), row.detail
+
+
+def as_json(differences: Sequence[Difference]) -> list[dict[str, object]]:
+    """`Difference.to_json` of each, a column at a time in C (60,000 for GLM-5.2)."""
+    if not differences:
+        return []
+    klass, reference, candidate, rules, detail = zip(*differences, strict=True)
+    listed = zip(
+        klass, map(list, reference), map(list, candidate), map(list, rules), detail, strict=True
+    )
+    return list(map(dict, map(zip, repeat(_FIELDS), listed)))
 
 
 @dataclass(frozen=True)
@@ -98,31 +112,9 @@ def _klass(node: Node) -> str:
     return "dtype" if "cast" in ops else "layout"
 
 
-def _difference(
-    klass: str,
-    reference: tuple[str, ...],
-    candidate: tuple[str, ...],
-    rules: tuple[str, ...],
-    detail: str,
-) -> Difference:
-    """`Difference(...)` without the frozen dataclass's `object.__setattr__` per field (a
-    third of building 60,000 of them); the same instance."""
-    made = _NEW(Difference)
-    _SET(
-        made,
-        "__dict__",
-        {
-            "klass": klass,
-            "reference": reference,
-            "candidate": candidate,
-            "rules": rules,
-            "detail": detail,
-        },
-    )
-    return made
-
-
-_NEW, _SET = object.__new__, object.__setattr__
+#: a `Difference` from a tuple of its fields, without a Python call
+_made: Callable[[tuple[str, tuple[str, ...], tuple[str, ...], tuple[str, ...], str]], Difference]
+_made = partial(tuple.__new__, Difference)
 
 
 def survey(
@@ -229,19 +221,7 @@ def classify(nodes: dict[str, Node], found: Found) -> tuple[dict[str, Node], lis
             else:
                 targets = (*previous.candidate, name)
                 detail = f"{source} -> {', '.join(targets)}"
-            made = _NEW(Difference)  # `_difference` inlined
-            _SET(
-                made,
-                "__dict__",
-                {
-                    "klass": klass,
-                    "reference": (source,),
-                    "candidate": targets,
-                    "rules": rules,
-                    "detail": detail,
-                },
-            )
-            by_leaf[source] = made
+            by_leaf[source] = _made((klass, (source,), targets, rules, detail))
     return matched, list(map(by_leaf.__getitem__, sorted(by_leaf)))
 
 
@@ -272,10 +252,8 @@ def classify_grouped(
         for leaf in plan.leaves():
             sources = list(starmap(leaf.template.format, numbers))
             details = map(add, map(add, sources, repeat(" -> ")), targets)
-            made = map(
-                _difference, repeat(klass), zip(sources), zip(targets), repeat(rules), details
-            )
-            by_leaf.update(zip(sources, made, strict=True))
+            rows = zip(repeat(klass), zip(sources), zip(targets), repeat(rules), details)
+            by_leaf.update(zip(sources, map(_made, rows), strict=True))
     differences = list(map(by_leaf.__getitem__, sorted(by_leaf)))
     return count, lambda: _matched_nodes(matched), differences, names
 

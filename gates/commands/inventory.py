@@ -13,7 +13,7 @@ from gates import exitcodes
 from gates.canonical import indented_json
 from gates.checkers.outputs import write_checker_output
 from gates.checkpoints.check import check_checkpoint
-from gates.checkpoints.survey import Survey, survey
+from gates.checkpoints.survey import Survey, as_json, survey
 from gates.commands.checkpoint import resolve_rules
 from gates.echo import Output
 from gates.engine.inputs import AuditInputs
@@ -44,7 +44,7 @@ def survey_document(
         "rules": rules,
         "matched": found.matched_count,
         "counts": found.counts(),
-        "differences": [d.to_json() for d in found.differences],
+        "differences": as_json(found.differences),
         "rule_problems": list(found.rule_problems),
         "notes": list(found.notes),
     }

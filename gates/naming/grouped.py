@@ -364,23 +364,56 @@ def _by_name(
         raise _Undecided from None
     if not set(applied).isdisjoint(_names(result)):
         raise _Undecided  # onto a tensor the rule left alone: the per-name path decides
-    return [*result, *map(_single, applied.values())]
+    return [*result, *_regrouped(list(applied.values()))]
 
 
-def _single(node: Node) -> Group:
-    """A group of one tensor: its own name as the template (no number parts)."""
-    if "{" in node.name or "}" in node.name:
-        raise _Undecided
-    return Group(Family(node.name, [node.name], [()]), _plan_of(node))
+def _regrouped(nodes: list[Node]) -> list[Group]:
+    """The per-name function's nodes as groups again: a family of their names whose trees
+    agree level by level (the same operations, each level's names one family with the same
+    numbers) is one group; any other node a group of its own."""
+    families = index([node.name for node in nodes])
+    if families is None:
+        raise _Undecided  # a name with a brace or a newline: the per-name path
+    by_name = {node.name: node for node in nodes}
+    groups = []
+    for family in families:
+        members = list(map(by_name.__getitem__, family.names))
+        plan = _plan_of(members, family.numbers)
+        if plan is not None:
+            groups.append(Group(family, plan))
+            continue
+        for node in members:
+            single = _plan_of([node], [()])
+            if single is None:
+                raise _Undecided
+            groups.append(Group(Family(node.name, [node.name], [()]), single))
+    return groups
 
 
-def _plan_of(node: Node) -> Plan:
-    if "{" in node.name or "}" in node.name:
-        raise _Undecided
-    if node.offset:
-        raise _Undecided  # a split's part
-    children = tuple(map(_plan_of, node.children))
-    return Plan(node.name, [node.dtype], [node.shape], node.op, children, node.rules, node.axis)
+def _plan_of(nodes: list[Node], numbers: list[Numbers]) -> Plan | None:
+    """The plan of ``nodes`` (one family's members, in its order), or None when their trees
+    differ or a level's names are not one family with the same numbers."""
+    first = nodes[0]
+    shape_of = (first.op, first.rules, first.axis, len(first.children))
+    if first.offset or any((n.op, n.rules, n.axis, len(n.children)) != shape_of for n in nodes):
+        return None  # trees that differ, or a split's part
+    if numbers == [()]:
+        if "{" in first.name or "}" in first.name:
+            return None
+        template = first.name
+    else:
+        families = index([node.name for node in nodes])
+        if families is None or len(families) != 1 or families[0].numbers != numbers:
+            return None
+        template = families[0].template
+    children = []
+    for position in range(len(first.children)):
+        child = _plan_of([node.children[position] for node in nodes], numbers)
+        if child is None:
+            return None
+        children.append(child)
+    dtypes, shapes = [node.dtype for node in nodes], [node.shape for node in nodes]
+    return Plan(template, dtypes, shapes, first.op, tuple(children), first.rules, first.axis)
 
 
 _GROUPED = {"rename": _rename, "transpose": _transpose, "cast": _cast, "fuse": _fuse}
