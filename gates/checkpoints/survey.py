@@ -50,14 +50,12 @@ def _listed(row: Difference) -> tuple[str, list[str], list[str], list[str], str]
 
 
 def as_json(differences: Sequence[Difference]) -> list[dict[str, object]]:
-    """`Difference.to_json` of each, a column at a time in C (60,000 for GLM-5.2)."""
-    if not differences:
-        return []
-    klass, reference, candidate, rules, detail = zip(*differences, strict=True)
-    listed = zip(
-        klass, map(list, reference), map(list, candidate), map(list, rules), detail, strict=True
-    )
-    return list(map(dict, map(zip, repeat(_FIELDS), listed)))
+    """`Difference.to_json` of each (60,000 for GLM-5.2): one dict display per row, the
+    tuple unpacked (faster than the method or a `dict(zip(...))` per row in C)."""
+    return [
+        {"class": k, "reference": list(r), "candidate": list(c), "rules": list(u), "detail": d}
+        for k, r, c, u, d in differences
+    ]
 
 
 @dataclass(frozen=True)

@@ -244,11 +244,10 @@ def _fuse(rule: Fuse, tag: str, groups: list[Group], constants: dict[str, str]) 
     if not all(_fillable(text, constants) for text in (*rule.sources[1:], rule.target)):
         raise _Undecided
     patterns = [compile_pattern(text, constants) for text in (*rule.sources, rule.target)]
-    where: Where = {
-        name: (at, position)
-        for at, group in enumerate(groups)
-        for position, name in enumerate(group.family.names)
-    }
+    where: Where = {}
+    for at, group in enumerate(groups):
+        names = group.family.names
+        where.update(zip(names, zip(repeat(at), range(len(names))), strict=True))
     gone: list[list[int]] = [[] for _ in groups]  # per group, its members fused away
     fused: list[Group] = []
     candidates: list[str] = []
