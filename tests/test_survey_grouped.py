@@ -172,3 +172,13 @@ def test_the_full_size_key_set_through_the_shipped_rules() -> None:
     assert grouped is not None, "the shipped rules take the grouped path"
     assert {d.klass for d in grouped[2]} == {"naming", "layout", "dtype", "structural"}
     assert grouped == by_nodes(reference, ruleset, found)
+
+
+def test_many_small_families_take_the_node_path() -> None:
+    """A group costs about what three nodes cost: 2,000 names in 2,000 families are left to
+    the Node path (the grouped one took 2.4x its time on such names), 2,000 in two are not."""
+    alone = {f"model.w_{i:05d}.weight": ("BF16", (4, 2)) for i in range(2000)}
+    together = {f"model.w.{i}.weight": ("BF16", (4, 2)) for i in range(2000)}
+    ruleset = RuleSet.model_validate({"rules": [{"kind": "transpose", "match": "{prefix}.weight"}]})
+    assert expect_grouped(alone, ruleset) is None
+    assert expect_grouped(together, ruleset) is not None

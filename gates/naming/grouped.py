@@ -116,6 +116,11 @@ class Group:
         return self.taken(list(compress(range(len(keep)), keep)))
 
 
+#: below SMALL names either path is quick; above it, the grouped path is taken only where
+#: families have MEMBERS members on average (a group costs about what 3 `Node`s cost)
+SMALL, MEMBERS = 1000, 8
+
+
 class _Undecided(Exception):  # noqa: N818  (not an error: a hand-over)
     """The grouped path cannot decide this rule set; the `Node` path will."""
 
@@ -124,6 +129,8 @@ def _leaf_groups(reference: dict[str, tuple[str, Shape]], names: list[str]) -> l
     families = index(names)
     if families is None:
         raise _Undecided
+    if len(names) >= SMALL and len(families) * MEMBERS > len(names):
+        raise _Undecided  # families too small to repay a group each (docs/performance.md)
     groups = []
     for family in families:
         values = list(map(reference.__getitem__, family.names))
@@ -244,10 +251,7 @@ def _fuse(rule: Fuse, tag: str, groups: list[Group], constants: dict[str, str]) 
     if not all(_fillable(text, constants) for text in (*rule.sources[1:], rule.target)):
         raise _Undecided
     patterns = [compile_pattern(text, constants) for text in (*rule.sources, rule.target)]
-    where: Where = {}
-    for at, group in enumerate(groups):
-        names = group.family.names
-        where.update(zip(names, zip(repeat(at), range(len(names))), strict=True))
+    where = _where(groups)
     gone: list[list[int]] = [[] for _ in groups]  # per group, its members fused away
     fused: list[Group] = []
     candidates: list[str] = []
@@ -280,6 +284,14 @@ def _fuse(rule: Fuse, tag: str, groups: list[Group], constants: dict[str, str]) 
         elif len(leaving) < len(group.family.names):
             result.append(group.kept([p not in leaving for p in range(len(group.family.names))]))
     return [*result, *fused]
+
+
+def _where(groups: list[Group]) -> Where:
+    where: Where = {}
+    for at, group in enumerate(groups):
+        names = group.family.names
+        where.update(zip(names, zip(repeat(at), range(len(names))), strict=True))
+    return where
 
 
 def _templates(patterns: list[Pattern], group: Group) -> list[str] | None:
