@@ -29,6 +29,8 @@ import sys
 import tempfile
 import time
 from collections.abc import Callable
+from itertools import repeat
+from operator import add
 from pathlib import Path
 
 from bench_checkpoint import openssl, write_sharded
@@ -40,7 +42,7 @@ from gates.canonical import pretty_json
 from gates.checkpoints.check import check_checkpoint
 from gates.checkpoints.digest import hash_shards
 from gates.checkpoints.layout import load_checkpoint
-from gates.checkpoints.survey import Survey, _difference, classify, survey
+from gates.checkpoints.survey import _made, classify, classify_grouped, survey
 from gates.checkpoints.survey import inventory as listed_tensors
 from gates.commands.checkpoint import resolve_rules
 from gates.commands.inventory import collector_paused, diff, survey_document
@@ -49,7 +51,8 @@ from gates.engine.inputs import load_inputs
 from gates.hashing import StatCache
 from gates.naming.by_family import expect_by_family
 from gates.naming.config_placeholders import resolve
-from gates.naming.rules import _node, expect
+from gates.naming.grouped import expect_grouped
+from gates.naming.rules import expect
 from gates.workspace import open_workspace
 
 REPO = Path(__file__).resolve().parent.parent
@@ -244,16 +247,23 @@ def inventory(args: argparse.Namespace, root: Path) -> dict[str, object]:
         resolved = resolve(ruleset, [(folders[0], "reference"), (folders[1], "candidate")]).ruleset
         by_family = median_cpu_seconds(lambda: expect_by_family(placed, resolved), args.repeats)
         by_name = median_cpu_seconds(lambda: expect(placed, resolved), args.repeats)
+        grouped = median_cpu_seconds(lambda: expect_grouped(placed, resolved), args.repeats)
+        groups = expect_grouped(placed, resolved)
+        assert groups is not None, "the shipped rules take the grouped path"
         # the classification alone: the expected tensors against the candidate's
         expected, candidates = (
             expect_by_family(placed, resolved).nodes,
             listed_tensors(sides[1].checkpoint),
         )
         classified = median_cpu_seconds(lambda: classify(expected, candidates), args.repeats)
-        # the least a survey hands over: a node per reference tensor and a difference per
-        # tensor the rules change, built as the survey builds them, no rule applied at all
+        classified_grouped = median_cpu_seconds(
+            lambda: classify_grouped(groups.groups, candidates), args.repeats
+        )
+        # the least a survey hands over (no rule applied, no object per tensor but the
+        # differences)
         names = list(sides[0].checkpoint.tensors)
-        objects = median_cpu_seconds(lambda: survey_objects(names, found), args.repeats)
+        sources = [d.reference[0] for d in found.differences if d.reference]
+        objects = median_cpu_seconds(lambda: survey_objects(names, sources), args.repeats)
     parity = survey_document("reference", "candidate", found, ([], []), None)
     written = median_cpu_seconds(lambda: pretty_json(parity).encode(), args.repeats)
     # the least a JSON writer does: the C encoder, no indentation (a floor, not gates' format)
@@ -272,6 +282,8 @@ def inventory(args: argparse.Namespace, root: Path) -> dict[str, object]:
         "inventory_rules_by_family_cpu_seconds": round(by_family, 2),
         "inventory_rules_by_name_cpu_seconds": round(by_name, 2),
         "inventory_classify_cpu_seconds": round(classified, 2),
+        "inventory_rules_grouped_cpu_seconds": round(grouped, 2),
+        "inventory_classify_grouped_cpu_seconds": round(classified_grouped, 2),
         "survey_objects_floor_cpu_seconds": round(objects, 2),
         "survey_objects_floor_over_safe_open_listing": round(objects / listed, 2),
         "inventory_write_json_cpu_seconds": round(written, 2),
@@ -284,11 +296,16 @@ def inventory(args: argparse.Namespace, root: Path) -> dict[str, object]:
     }
 
 
-def survey_objects(names: list[str], survey_found: Survey) -> None:
-    nodes = {name: _node(name, "F32", (1,)) for name in sorted(names)}
-    tags, differences = ("rule",), survey_found.differences
-    made = [_difference("naming", d.reference or d.candidate, (), tags, "") for d in differences]
-    del nodes, made
+def survey_objects(names: list[str], sources: list[str]) -> None:
+    """What any survey hands over, no rule applied: the reference names in order, and a
+    difference per tensor the rules change (its detail text joined, the tuple made in C)."""
+    ordered = sorted(names)
+    tags = ("rule",)
+    details = map(add, map(add, sources, repeat(" -> ")), sources)
+    made = list(
+        map(_made, zip(repeat("naming"), zip(sources), zip(sources), repeat(tags), details))
+    )
+    del ordered, made
 
 
 def main() -> int:

@@ -3,12 +3,13 @@ difference that names both; `classify`'s inlined loop equals the plain loop."""
 
 from __future__ import annotations
 
+import json
 import random
 
 import pytest
 
 from bench.glm52_keyset import load_config, paddle_keyset, reference_keyset
-from gates.checkpoints.survey import Difference, Found, _klass, _structural, classify
+from gates.checkpoints.survey import Difference, Found, _klass, _structural, as_json, classify
 from gates.naming.rules import Node, RuleSet, expect
 from tests.test_naming_families import random_inventory, random_rule, shipped_rules
 
@@ -84,6 +85,17 @@ def test_the_inlined_loop_equals_the_plain_loop_on_random_rules_and_candidates()
         found = _spoiled(rng, nodes)
         matched, differences = classify(nodes, found)
         assert (matched, differences) == plain_classify(nodes, found), (rules, sorted(found))
+        written = [
+            {
+                "class": d.klass,
+                "reference": list(d.reference),
+                "candidate": list(d.candidate),
+                "rules": list(d.rules),
+                "detail": d.detail,
+            }
+            for d in differences
+        ]
+        assert json.dumps(as_json(differences)) == json.dumps(written)
         explained += sum(d.klass != "structural" for d in differences)
     assert explained > 250, "the random rules explain many differences"
 

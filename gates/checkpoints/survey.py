@@ -13,19 +13,25 @@ and so is each candidate tensor nothing explains:
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from functools import cached_property, partial
+from itertools import compress, repeat, starmap
+from operator import add, eq, not_
+from typing import NamedTuple
 
 from gates.checkpoints.layout import Checkpoint
 from gates.naming.by_family import expect_by_family
 from gates.naming.config_placeholders import resolve
+from gates.naming.grouped import Group, expect_grouped
 from gates.naming.rules import Node, RuleSet
 
 CLASSES = ("naming", "layout", "dtype", "structural")
 
 
-@dataclass(frozen=True)
-class Difference:
+class Difference(NamedTuple):
+    """A tuple, so that a survey makes its 60,000 in C (`_made`)."""
+
     klass: str
     reference: tuple[str, ...]
     candidate: tuple[str, ...]
@@ -33,23 +39,41 @@ class Difference:
     detail: str
 
     def to_json(self) -> dict[str, object]:
-        return {
-            "class": self.klass,
-            "reference": list(self.reference),
-            "candidate": list(self.candidate),
-            "rules": list(self.rules),
-            "detail": self.detail,
-        }
+        return dict(zip(_FIELDS, _listed(self), strict=True))
+
+
+_FIELDS = ("class", "reference", "candidate", "rules", "detail")
+
+
+def _listed(row: Difference) -> tuple[str, list[str], list[str], list[str], str]:
+    return row.klass, list(row.reference), list(row.candidate), list(row.rules), row.detail
+
+
+def as_json(differences: Sequence[Difference]) -> list[dict[str, object]]:
+    """`Difference.to_json` of each (60,000 for GLM-5.2): one dict display per row, the
+    tuple unpacked (faster than the method or a `dict(zip(...))` per row in C)."""
+    return [
+        {"class": k, "reference": list(r), "candidate": list(c), "rules": list(u), "detail": d}
+        for k, r, c, u, d in differences
+    ]
 
 
 @dataclass(frozen=True)
 class Survey:
+    """``matched`` (the expected tensors the candidate has as expected, by name) is made
+    when first asked for: the inventory diff needs only their number."""
+
     reference_count: int
     candidate_count: int
-    matched: dict[str, Node]
+    matched_count: int
     differences: tuple[Difference, ...]
     rule_problems: tuple[str, ...] = field(default=())
     notes: tuple[str, ...] = field(default=())
+    expected: Callable[[], dict[str, Node]] = field(default=dict, repr=False, compare=False)
+
+    @cached_property
+    def matched(self) -> dict[str, Node]:
+        return self.expected()
 
     def counts(self) -> dict[str, int]:
         tally = Counter(d.klass for d in self.differences)
@@ -86,31 +110,9 @@ def _klass(node: Node) -> str:
     return "dtype" if "cast" in ops else "layout"
 
 
-def _difference(
-    klass: str,
-    reference: tuple[str, ...],
-    candidate: tuple[str, ...],
-    rules: tuple[str, ...],
-    detail: str,
-) -> Difference:
-    """`Difference(...)` without the frozen dataclass's `object.__setattr__` per field (a
-    third of building 60,000 of them); the same instance."""
-    made = _NEW(Difference)
-    _SET(
-        made,
-        "__dict__",
-        {
-            "klass": klass,
-            "reference": reference,
-            "candidate": candidate,
-            "rules": rules,
-            "detail": detail,
-        },
-    )
-    return made
-
-
-_NEW, _SET = object.__new__, object.__setattr__
+#: a `Difference` from a tuple of its fields, without a Python call
+_made: Callable[[tuple[str, tuple[str, ...], tuple[str, ...], tuple[str, ...], str]], Difference]
+_made = partial(tuple.__new__, Difference)
 
 
 def survey(
@@ -124,22 +126,30 @@ def survey(
     Placeholders the contract leaves open come from the checkpoints' config.json
     (``labels`` name the two folders in notes; their paths by default).
     """
-    names = labels or (str(reference.folder), str(candidate.folder))
-    resolved = resolve(ruleset, [(reference.folder, names[0]), (candidate.folder, names[1])])
-    found = inventory(candidate)
-    expectation = expect_by_family(inventory(reference), resolved.ruleset)
-    matched, differences = classify(expectation.nodes, found)
+    folders = labels or (str(reference.folder), str(candidate.folder))
+    resolved = resolve(ruleset, [(reference.folder, folders[0]), (candidate.folder, folders[1])])
+    found, listed = inventory(candidate), inventory(reference)
+    grouped = expect_grouped(listed, resolved.ruleset)
+    problems: list[str] = []
+    if grouped is not None:
+        count, expected, differences, names = classify_grouped(grouped.groups, found)
+    else:
+        expectation = expect_by_family(listed, resolved.ruleset)
+        matched, differences = classify(expectation.nodes, found)
+        count, expected, names = len(matched), (lambda: matched), set(expectation.nodes)
+        problems = expectation.problems
     differences += [
         Difference("structural", (), (name,), (), f"extra on the candidate side: {name}")
-        for name in sorted(set(found) - set(expectation.nodes))
+        for name in sorted(set(found) - names)
     ]
     return Survey(
         reference_count=len(reference.tensors),
         candidate_count=len(candidate.tensors),
-        matched=matched,
+        matched_count=count,
         differences=tuple(differences),
-        rule_problems=(*resolved.problems, *expectation.problems),
+        rule_problems=(*resolved.problems, *problems),
         notes=resolved.notes,
+        expected=expected,
     )
 
 
@@ -209,17 +219,72 @@ def classify(nodes: dict[str, Node], found: Found) -> tuple[dict[str, Node], lis
             else:
                 targets = (*previous.candidate, name)
                 detail = f"{source} -> {', '.join(targets)}"
-            made = _NEW(Difference)  # `_difference` inlined
-            _SET(
-                made,
-                "__dict__",
-                {
-                    "klass": klass,
-                    "reference": (source,),
-                    "candidate": targets,
-                    "rules": rules,
-                    "detail": detail,
-                },
-            )
-            by_leaf[source] = made
+            by_leaf[source] = _made((klass, (source,), targets, rules, detail))
     return matched, list(map(by_leaf.__getitem__, sorted(by_leaf)))
+
+
+def classify_grouped(
+    groups: list[Group], found: Found
+) -> tuple[int, Callable[[], dict[str, Node]], list[Difference], set[str]]:
+    """`classify` a group at a time: the number of matched tensors, a function that makes
+    them, the differences in the same order, and every expected name. A group's members
+    share their tree of operations, so its class, rules and leaves are worked out once."""
+    by_leaf: dict[str, Difference] = {}
+    matched: list[tuple[Group, list[bool]]] = []
+    count = 0
+    names: set[str] = set()
+    for group in groups:
+        family, plan = group.family, group.plan
+        names.update(family.names)
+        actual = list(map(found.get, family.names))
+        same = list(map(eq, zip(plan.dtypes, plan.shapes, strict=True), actual))
+        matched.append((group, same))
+        count += sum(same)
+        if not all(same):
+            _unmatched(group, same, actual, by_leaf)
+        if plan.op == "leaf" or not any(same):
+            continue
+        numbers = list(compress(family.numbers, same))
+        targets = list(compress(family.names, same))
+        klass, rules = _klass_of(group), plan.rules
+        for leaf in plan.leaves():
+            sources = list(starmap(leaf.template.format, numbers))
+            details = map(add, map(add, sources, repeat(" -> ")), targets)
+            rows = zip(repeat(klass), zip(sources), zip(targets), repeat(rules), details)
+            by_leaf.update(zip(sources, map(_made, rows), strict=True))
+    differences = list(map(by_leaf.__getitem__, sorted(by_leaf)))
+    return count, lambda: _matched_nodes(matched), differences, names
+
+
+def _klass_of(group: Group) -> str:
+    plan = group.plan
+    if plan.op in _NAMING:
+        return "naming"
+    ops = plan.ops()
+    if ops & _NAMING:
+        return "naming"
+    return "dtype" if "cast" in ops else "layout"
+
+
+def _unmatched(
+    group: Group,
+    same: list[bool],
+    actual: list[tuple[str, tuple[int, ...]] | None],
+    by_leaf: dict[str, Difference],
+) -> None:
+    """A structural difference per leaf of each member the candidate lacks or has otherwise."""
+    different = list(map(not_, same))
+    chosen = group.kept(different)
+    nodes = chosen.plan.nodes(chosen.family.numbers)
+    for node, seen in zip(nodes, compress(actual, different), strict=True):
+        for leaf in node.leaves():
+            by_leaf[leaf.name] = _structural(node.name, node, leaf, seen)
+
+
+def _matched_nodes(matched: list[tuple[Group, list[bool]]]) -> dict[str, Node]:
+    nodes: dict[str, Node] = {}
+    for group, same in matched:
+        chosen = group.kept(same)
+        made = chosen.plan.nodes(chosen.family.numbers)
+        nodes.update(zip(chosen.family.names, made, strict=True))
+    return dict(sorted(nodes.items()))

@@ -13,7 +13,7 @@ from gates import exitcodes
 from gates.canonical import indented_json
 from gates.checkers.outputs import write_checker_output
 from gates.checkpoints.check import check_checkpoint
-from gates.checkpoints.survey import Survey, survey
+from gates.checkpoints.survey import Survey, as_json, survey
 from gates.commands.checkpoint import resolve_rules
 from gates.echo import Output
 from gates.engine.inputs import AuditInputs
@@ -42,9 +42,9 @@ def survey_document(
         "reference": _side(reference, found.reference_count, problems[0]),
         "candidate": _side(candidate, found.candidate_count, problems[1]),
         "rules": rules,
-        "matched": len(found.matched),
+        "matched": found.matched_count,
         "counts": found.counts(),
-        "differences": [d.to_json() for d in found.differences],
+        "differences": as_json(found.differences),
         "rule_problems": list(found.rule_problems),
         "notes": list(found.notes),
     }
@@ -76,7 +76,7 @@ def render_text(document: dict[str, object], found: Survey) -> str:
     lines = [
         f"reference {document['reference']['path']}: {found.reference_count} tensors",  # type: ignore[index]
         f"candidate {document['candidate']['path']}: {found.candidate_count} tensors",  # type: ignore[index]
-        f"matched {len(found.matched)}; differences {len(found.differences)}: "
+        f"matched {found.matched_count}; differences {len(found.differences)}: "
         + ", ".join(f"{klass} {n}" for klass, n in counts.items()),
     ]
     for side in ("reference", "candidate"):
