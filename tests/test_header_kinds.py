@@ -87,7 +87,26 @@ def _text(rng: random.Random) -> tuple[str, int]:
         json.dumps(name) + ":" + json.dumps(entry, separators=(",", ":")) for name, entry in entries
     )
     metadata = '"__metadata__":{"format":"pt"},' if rng.random() < 0.5 else ""
-    return "{" + metadata + body + "}", size
+    text = "{" + metadata + body + "}"
+    if rng.random() < 0.2:  # a kind the scan takes and `_KIND` must refuse
+        old, spoilt = rng.choice(KIND_CHANGES)
+        text = text.replace(old, spoilt, 1)
+    return text, size
+
+
+#: Kinds of the scan's loose form (anything up to the shape's `]`) that are not canonical.
+KIND_CHANGES = (
+    ('"shape":[', '"shape":[01,'),  # a leading zero: invalid JSON
+    ('"shape":[', '"shape":[0,'),  # a zero dimension: the exact way decides
+    ('"shape":[', '"shape":[ 1,'),
+    ('"shape":[', '"shape":[+1,'),
+    ('"shape":[', '"shape":[1_0,'),
+    ('"shape":[', '"shape":[1.0,'),
+    ('"shape":[', '"shape":[1,,'),
+    ('"dtype":"', '"dtype":"\\u0046'),  # an escaped dtype: F
+    ('"dtype":"', '"dtype":" '),
+    ('"dtype":"', '"dtype":"\t'),  # a raw tab: invalid JSON
+)
 
 
 def _verdict(text: str, size: int) -> object:

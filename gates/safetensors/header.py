@@ -225,9 +225,13 @@ _CANONICAL_ENTRY = re.compile(
 _ENTRY_FRAME = len('"":{"dtype":"","shape":[],"data_offsets":[,]}') + 1
 # The same entry read as four fields: name, kind, start, end; the kind is the text from the
 # dtype to the shape's last dimension (`BF16","shape":[6144,2048`), one of a few dozen in a
-# checkpoint, so each kind's dtype, shape and size are worked out once, not per tensor.
+# checkpoint, so each kind's dtype, shape and size are worked out once, not per tensor. The
+# scan takes any kind up to the shape's `]`, each distinct one then held to `_KIND` (which
+# costs the scan less than a strict kind per entry): once every kind is, every entry is of
+# `_CANONICAL_ENTRY`'s form.
+_KIND = re.compile(_DTYPE + _SHAPE_FIELD + _DIMS)
 _CANONICAL_KIND_ENTRY = re.compile(
-    _ENTRY_START + "(" + _DTYPE + _SHAPE_FIELD + _DIMS + ")" + _ENTRY_END
+    _ENTRY_START + r'([^"]{1,16}' + _SHAPE_FIELD + r"[^\]]*)" + _ENTRY_END
 )
 #: The characters of a canonical entry besides its four fields.
 _KIND_ENTRY_FRAME = len('"":{"dtype":"],"data_offsets":[,]}') + 1
@@ -262,10 +266,13 @@ class _Kinds(NamedTuple):
 
 
 def _kinds(texts: set[str]) -> _Kinds | None:
-    """Each kind's dtype, shape and size; None if any has an unknown dtype or a size in
-    bits beyond u64 or not a whole number of bytes (the exact way names those)."""
+    """Each kind's dtype, shape and size; None if any is not of `_KIND`'s form or has an
+    unknown dtype or a size in bits beyond u64 or not a whole number of bytes (the exact
+    way names those)."""
     kinds = _Kinds({}, {}, {})
     for text in texts:
+        if _KIND.fullmatch(text) is None:
+            return None
         dtype, _, dims = text.partition('","shape":[')
         shape = _dims(dims)
         bits = DTYPE_BITS.get(dtype)
