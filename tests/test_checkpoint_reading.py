@@ -28,6 +28,7 @@ from gates.checkpoints.layout import (
     Checkpoint,
     Located,
     _check_index,
+    _shard_names,
     load_checkpoint,
 )
 from gates.safetensors.header import Header, TensorEntry
@@ -139,3 +140,22 @@ def test_the_index_read_once_gives_the_findings_of_a_second_read(tmp_path: Path,
     assert checkpoint.index_present == reference.index_present
     if kind in ("escapes", "values_not_strings", "symlink"):
         assert any(finding.kind == "escapes" for finding in findings), findings
+
+
+VALUES: list[object] = ["a.safetensors", "b.safetensors", 1, True, 0, None, 1.5, [1], {"k": 1}]
+
+
+def test_the_shard_names_are_those_of_a_weight_map_checked_value_by_value() -> None:
+    """`_shard_names` checks the values' types on their set: a map is valid exactly when
+    every value is a string (the check it replaces), its names then the values' set."""
+    rng = random.Random(11)  # noqa: S311 - reproducible test inputs
+    valid = 0
+    for _ in range(2000):
+        values = [rng.choice(VALUES[:2] * 6 + VALUES) for _ in range(rng.randint(0, 6))]
+        weight_map = {f"t{index}": value for index, value in enumerate(values)}
+        expected = set(values) if all(type(value) is str for value in values) else None
+        assert _shard_names(weight_map) == expected, values
+        valid += expected is not None
+    assert valid > 200, valid
+    assert _shard_names([["t", "a.safetensors"]]) is None
+    assert _shard_names(None) is None

@@ -103,11 +103,26 @@ def _read_index(
         return {}, IndexRead(False, None, None)
     document = read.document
     weight_map = document.get("weight_map") if isinstance(document, dict) else None
-    # keys of a parsed JSON object are strings; the values' types checked in one C pass
-    if not isinstance(weight_map, dict) or not set(map(type, weight_map.values())) <= {str}:
+    shards = _shard_names(weight_map)
+    if shards is None:
         checkpoint.problems.append(f"{INDEX_NAME}: no weight_map of tensor name -> shard file")
         return {}, read
-    return weight_map, read._replace(shards=set(weight_map.values()))
+    return weight_map, read._replace(shards=shards)
+
+
+def _shard_names(weight_map: object) -> set[str] | None:
+    """The shard names of a weight_map of tensor name -> shard file; None if it is not one.
+
+    Keys of a parsed JSON object are strings; the values' types are checked on their set
+    (a few hundred names, not 60,000 values): no other JSON value equals a string, so a
+    value that is not one leaves one in the set."""
+    if not isinstance(weight_map, dict):
+        return None
+    try:
+        names = set(weight_map.values())
+    except TypeError:  # a list or an object among the values
+        return None
+    return names if set(map(type, names)) <= {str} else None
 
 
 def _load_shard(folder: Path, name: str, checkpoint: Checkpoint) -> None:
