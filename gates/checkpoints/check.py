@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING
 from gates.checkpoints.digest import checkpoint_digest, default_threads, hash_shards
 from gates.checkpoints.hygiene import Finding, hygiene
 from gates.checkpoints.incomplete import changed_while_checked, incomplete_findings, stat_keys
-from gates.checkpoints.layout import Checkpoint, load_checkpoint
+from gates.checkpoints.layout import Checkpoint, load_checkpoint_and_index
 from gates.checkpoints.survey import Survey, survey
 from gates.hashing import StatCache
 from gates.naming.rules import RuleSet
@@ -77,8 +77,8 @@ class CheckpointReport:
 
 def inspect_checkpoint(folder: Path) -> tuple[Checkpoint, tuple[Finding, ...], tuple[str, ...]]:
     """Headers, hygiene and signs of an unfinished write; an unfinished checkpoint is invalid."""
-    checkpoint = load_checkpoint(folder)
-    findings = tuple(hygiene(folder))
+    checkpoint, index = load_checkpoint_and_index(folder)
+    findings = tuple(hygiene(folder, index))
     incomplete = tuple(incomplete_findings(folder, checkpoint.index_present, checkpoint.shards))
     checkpoint.problems.extend(f"incomplete: {finding}" for finding in incomplete)
     return checkpoint, findings, incomplete

@@ -8,13 +8,12 @@ the size.
 
 from __future__ import annotations
 
-import json
 import os
 import stat
 from dataclasses import dataclass
 from pathlib import Path
 
-from gates.checkpoints.layout import INDEX_NAME, SHARD_SUFFIX
+from gates.checkpoints.layout import INDEX_NAME, SHARD_SUFFIX, IndexRead, read_index_file
 from gates.errors import UnsafePathError
 from gates.paths import check_relpath
 
@@ -58,15 +57,22 @@ def _file_findings(folder: Path, name: str) -> list[Finding]:
     return findings
 
 
-def _escaping_entries(folder: Path) -> list[Finding]:
+def _index_shards(index: IndexRead | OSError | ValueError) -> set[str]:
+    """The shard names an index's weight_map holds, however malformed the rest is."""
+    if not isinstance(index, IndexRead) or not index.parsed:
+        return set()
+    if index.shards is not None:  # a valid weight_map: its names, as the layout found them
+        return index.shards
     try:
-        document = json.loads((folder / INDEX_NAME).read_bytes())
-        weight_map = document["weight_map"]
-        shards = {v for v in weight_map.values() if isinstance(v, str)}
-    except (OSError, ValueError, TypeError, KeyError):
-        return []
+        weight_map = index.document["weight_map"]
+        return {v for v in weight_map.values() if isinstance(v, str)}
+    except (TypeError, KeyError):
+        return set()
+
+
+def _escaping_entries(index: IndexRead | OSError | ValueError) -> list[Finding]:
     findings = []
-    for shard in sorted(shards):
+    for shard in sorted(_index_shards(index)):
         try:
             check_relpath(shard, what="shard")
         except UnsafePathError as exc:
@@ -74,8 +80,9 @@ def _escaping_entries(folder: Path) -> list[Finding]:
     return findings
 
 
-def hygiene(folder: Path) -> list[Finding]:
-    """Every hygiene finding of the checkpoint files in ``folder``."""
+def hygiene(folder: Path, index: IndexRead | None = None) -> list[Finding]:
+    """Every hygiene finding of the checkpoint files in ``folder``; ``index``: its index
+    as `load_checkpoint_and_index` read it, else the index is read here."""
     if not folder.is_dir():
         return []
     names = sorted(
@@ -85,5 +92,5 @@ def hygiene(folder: Path) -> list[Finding]:
     )
     findings = [finding for name in names for finding in _file_findings(folder, name)]
     if (folder / INDEX_NAME).is_file():
-        findings += _escaping_entries(folder)
+        findings += _escaping_entries(read_index_file(folder) if index is None else index)
     return findings

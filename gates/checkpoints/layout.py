@@ -74,22 +74,55 @@ def _listing(folder: Path) -> _Listing:
     return _Listing(set(names), shards, set(compress(names, map(_IS_REGULAR, found))))
 
 
-def _read_index(folder: Path, listed: _Listing, checkpoint: Checkpoint) -> dict[str, str] | None:
-    if INDEX_NAME not in listed.names:  # neither a file nor a (dangling) symlink
-        return None
-    path = folder / INDEX_NAME
-    checkpoint.index_present = True
+class IndexRead(NamedTuple):
+    """The index file as read once, for the layout and the hygiene check alike."""
+
+    parsed: bool  # read and parsed as JSON
+    document: Any  # the parsed JSON (None when not parsed)
+    shards: set[str] | None  # the shards a valid weight_map names (None: no valid map)
+
+
+def read_index_file(folder: Path) -> IndexRead | OSError | ValueError:
+    """The parsed index of ``folder``, or why it cannot be read or parsed."""
     try:
-        document = json.loads(path.read_bytes())
+        return IndexRead(True, json.loads((folder / INDEX_NAME).read_bytes()), None)
     except (OSError, ValueError) as exc:
-        checkpoint.problems.append(f"{INDEX_NAME}: not valid JSON: {exc}")
-        return {}
+        return exc
+
+
+def _read_index(
+    folder: Path, listed: _Listing, checkpoint: Checkpoint
+) -> tuple[dict[str, str] | None, IndexRead | None]:
+    """The index's weight_map (None: no index; {}: not a valid one) and the index as read."""
+    if INDEX_NAME not in listed.names:  # neither a file nor a (dangling) symlink
+        return None, None
+    checkpoint.index_present = True
+    read = read_index_file(folder)
+    if not isinstance(read, IndexRead):
+        checkpoint.problems.append(f"{INDEX_NAME}: not valid JSON: {read}")
+        return {}, IndexRead(False, None, None)
+    document = read.document
     weight_map = document.get("weight_map") if isinstance(document, dict) else None
-    # keys of a parsed JSON object are strings; the values' types checked in one C pass
-    if not isinstance(weight_map, dict) or not set(map(type, weight_map.values())) <= {str}:
+    shards = _shard_names(weight_map)
+    if shards is None:
         checkpoint.problems.append(f"{INDEX_NAME}: no weight_map of tensor name -> shard file")
-        return {}
-    return weight_map
+        return {}, read
+    return weight_map, read._replace(shards=shards)
+
+
+def _shard_names(weight_map: object) -> set[str] | None:
+    """The shard names of a weight_map of tensor name -> shard file; None if it is not one.
+
+    Keys of a parsed JSON object are strings; the values' types are checked on their set
+    (a few hundred names, not 60,000 values): no other JSON value equals a string, so a
+    value that is not one leaves one in the set."""
+    if not isinstance(weight_map, dict):
+        return None
+    try:
+        names = set(weight_map.values())
+    except TypeError:  # a list or an object among the values
+        return None
+    return names if set(map(type, names)) <= {str} else None
 
 
 def _load_shard(folder: Path, name: str, checkpoint: Checkpoint) -> None:
@@ -170,10 +203,19 @@ _SHARD = operator.itemgetter(0)  # Located.shard, and the name of a (name, heade
 _HEADER = operator.itemgetter(1)
 
 
-def _check_index(weight_map: dict[str, str], checkpoint: Checkpoint, on_disk: list[str]) -> None:
-    placed = dict(zip(checkpoint.tensors, map(_SHARD, checkpoint.tensors.values()), strict=False))
-    if placed == weight_map and set(weight_map.values()) >= set(on_disk):
-        return  # the index agrees with every header: compared as whole dicts
+def _check_index(
+    weight_map: dict[str, str], referenced: set[str], checkpoint: Checkpoint, on_disk: list[str]
+) -> None:
+    """Every disagreement of the index (``referenced``: its shard names) with the headers."""
+    tensors = checkpoint.tensors
+    # the index agrees with every header: as many entries as tensors, each naming the
+    # tensor's shard (so the same names), compared as two lists in C
+    if (
+        len(weight_map) == len(tensors)
+        and list(map(weight_map.get, tensors)) == list(map(_SHARD, tensors.values()))
+        and referenced.issuperset(on_disk)
+    ):
+        return
     for name, shard in sorted(weight_map.items()):
         located = checkpoint.tensors.get(name)
         if shard in checkpoint.shards and (located is None or located.shard != shard):
@@ -187,7 +229,6 @@ def _check_index(weight_map: dict[str, str], checkpoint: Checkpoint, on_disk: li
             checkpoint.problems.append(
                 f"{INDEX_NAME}: {name} -> {weight_map[name]}, but it is in {located.shard}"
             )
-    referenced = set(weight_map.values())
     for shard in on_disk:
         if shard not in referenced:
             checkpoint.problems.append(f"shard {shard} is not referenced by {INDEX_NAME}")
@@ -208,23 +249,30 @@ def _collector_paused() -> Iterator[None]:
 
 def load_checkpoint(folder: Path) -> Checkpoint:
     """Read every shard header of ``folder`` (never tensor bytes) and cross-check the index."""
+    return load_checkpoint_and_index(folder)[0]
+
+
+def load_checkpoint_and_index(folder: Path) -> tuple[Checkpoint, IndexRead | None]:
+    """`load_checkpoint`, and its index as read (None where the listing has none), which
+    the hygiene check takes rather than reading and parsing it a second time."""
     with _collector_paused():
         return _load_checkpoint(folder)
 
 
-def _load_checkpoint(folder: Path) -> Checkpoint:
+def _load_checkpoint(folder: Path) -> tuple[Checkpoint, IndexRead | None]:
     checkpoint = Checkpoint(folder)
     if not folder.is_dir() or folder.is_symlink():
         checkpoint.problems.append("not a checkpoint folder (missing, or a symlink)")
-        return checkpoint
+        return checkpoint, None
     listed = _listing(folder)
     on_disk = listed.shards
-    weight_map = _read_index(folder, listed, checkpoint)
-    names = sorted(set(weight_map.values())) if weight_map else on_disk
+    weight_map, index = _read_index(folder, listed, checkpoint)
+    referenced = index.shards if index is not None and index.shards is not None else set()
+    names = sorted(referenced) if weight_map else on_disk
     if not names and not checkpoint.problems:
         checkpoint.problems.append("no *.safetensors file in the folder")
     _load_shards(folder, names, listed, checkpoint)
     _place_tensors(checkpoint)
-    if weight_map is not None and weight_map:
-        _check_index(weight_map, checkpoint, on_disk)
-    return checkpoint
+    if weight_map:
+        _check_index(weight_map, referenced, checkpoint, on_disk)
+    return checkpoint, index

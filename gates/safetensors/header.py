@@ -30,7 +30,7 @@ import struct
 from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import partial
-from itertools import chain, compress, repeat
+from itertools import accumulate, chain, compress, repeat
 from pathlib import Path
 from typing import Any, NamedTuple
 
@@ -213,12 +213,28 @@ def _laid_out(
 _STRING = r'"([^"\\\x00-\x1f]*)"'
 _COUNT = r"(0|[1-9][0-9]{0,19})"
 _DIM = r"[1-9][0-9]{0,19}"  # a 0 dimension goes the exact way, as in `_bulk_entries`
+_DTYPE = r"[0-9A-Z_]{1,16}"
+_SHAPE_FIELD = r'","shape":\['
+_DIMS = "(?:" + _DIM + "(?:," + _DIM + ")*)?"
+_ENTRY_START = _STRING + r':\{"dtype":"'
+_ENTRY_END = r'\],"data_offsets":\[' + _COUNT + "," + _COUNT + r"\]\}([,}])"
 _CANONICAL_ENTRY = re.compile(
-    _STRING + r':\{"dtype":"([0-9A-Z_]{1,16})","shape":\[((?:' + _DIM + ")(?:," + _DIM + r")*)?\]"
-    r',"data_offsets":\[' + _COUNT + "," + _COUNT + r"\]\}([,}])"
+    _ENTRY_START + "(" + _DTYPE + ")" + _SHAPE_FIELD + "(" + _DIMS + ")" + _ENTRY_END
 )
 #: The characters of a canonical entry besides its five fields.
 _ENTRY_FRAME = len('"":{"dtype":"","shape":[],"data_offsets":[,]}') + 1
+# The same entry read as four fields: name, kind, start, end; the kind is the text from the
+# dtype to the shape's last dimension (`BF16","shape":[6144,2048`), one of a few dozen in a
+# checkpoint, so each kind's dtype, shape and size are worked out once, not per tensor. The
+# scan takes any kind up to the shape's `]`, each distinct one then held to `_KIND` (which
+# costs the scan less than a strict kind per entry): once every kind is, every entry is of
+# `_CANONICAL_ENTRY`'s form.
+_KIND = re.compile(_DTYPE + _SHAPE_FIELD + _DIMS)
+_CANONICAL_KIND_ENTRY = re.compile(
+    _ENTRY_START + r'([^"]{1,16}' + _SHAPE_FIELD + r"[^\]]*)" + _ENTRY_END
+)
+#: The characters of a canonical entry besides its four fields.
+_KIND_ENTRY_FRAME = len('"":{"dtype":"],"data_offsets":[,]}') + 1
 _PAIR = _STRING + ":" + _STRING
 _CANONICAL_METADATA = re.compile(r'\{"__metadata__":\{((?:' + _PAIR + ")(?:," + _PAIR + r")*)?\},")
 _METADATA_PAIR = re.compile(_PAIR)
@@ -241,39 +257,33 @@ def _canonical_metadata(body: str) -> tuple[dict[str, str] | None, int] | None:
     return (metadata, found.end()) if len(metadata) == len(pairs) else None
 
 
-Columns = tuple[list[str], list[str], list[tuple[int, ...]], list[int], list[int]]
+class _Kinds(NamedTuple):
+    """What each kind's text says: the dtype, the shape and the byte size of a tensor."""
+
+    dtypes: dict[str, str]
+    shapes: dict[str, tuple[int, ...]]
+    sizes: dict[str, int]
 
 
-def _canonical_columns(body: str, position: int) -> Columns | None:
-    """Names, dtypes, shapes, starts and ends of the canonical entries from ``position`` to
-    the end of ``body``; None unless the entries are all of it and their values plain."""
-    rows = _CANONICAL_ENTRY.findall(body, position)
-    if not rows:
-        return None
-    names, dtypes, shapes, starts, ends, ends_with = map(list, zip(*rows, strict=True))
-    # The rows are disjoint and in order; as long together as the rest of the text, they
-    # cover it without a gap: the entries separated by `,`, then the closing `}`.
-    covered = _ENTRY_FRAME * len(rows) + sum(map(len, chain(names, dtypes, shapes, starts, ends)))
-    if (
-        position + covered != len(body)
-        or ends_with.count("}") != 1
-        or ends_with[-1] != "}"
-        or len(set(names)) != len(names)  # a repeated key: refused by the JSON path
-        or METADATA_KEY in names
-        or not set(dtypes) <= DTYPE_BITS.keys()
-    ):
-        return None
-    dims = {shape: _dims(shape) for shape in set(shapes)}
-    if max(chain.from_iterable(dims.values()), default=0) > USIZE_MAX:
-        return None
-    if starts[0] == "0" and starts[1:] == ends[:-1]:  # in offset order, as the library writes
-        stops = list(map(int, ends))
-        firsts = [0, *stops[:-1]]
-    else:
-        firsts, stops = list(map(int, starts)), list(map(int, ends))
-    if max(stops) > USIZE_MAX or max(firsts) > USIZE_MAX:
-        return None
-    return names, dtypes, list(map(dims.__getitem__, shapes)), firsts, stops
+def _kinds(texts: set[str]) -> _Kinds | None:
+    """Each kind's dtype, shape and size; None if any is not of `_KIND`'s form or has an
+    unknown dtype or a size in bits beyond u64 or not a whole number of bytes (the exact
+    way names those)."""
+    kinds = _Kinds({}, {}, {})
+    for text in texts:
+        if _KIND.fullmatch(text) is None:
+            return None
+        dtype, _, dims = text.partition('","shape":[')
+        shape = _dims(dims)
+        bits = DTYPE_BITS.get(dtype)
+        if bits is None:
+            return None
+        # dimensions >= 1: each one, and every partial product, is at most the size
+        size = math.prod(shape) * bits
+        if size > USIZE_MAX or size % 8:
+            return None
+        kinds.dtypes[text], kinds.shapes[text], kinds.sizes[text] = dtype, shape, size // 8
+    return kinds
 
 
 def _canonical(text: str, data_start: int, file_size: int) -> Header | None:
@@ -281,14 +291,56 @@ def _canonical(text: str, data_start: int, file_size: int) -> Header | None:
     for any other text, which the JSON path then reads and checks (or refuses)."""
     body = text.rstrip(_JSON_SPACE)
     start = _canonical_metadata(body)
-    columns = None if start is None else _canonical_columns(body, start[1])
-    if start is None or columns is None:
+    if start is None:
         return None
-    names, dtypes, shapes, firsts, stops = columns
-    entries = _laid_out(names, dtypes, shapes, (firsts, stops), file_size - data_start)
+    metadata, position = start
+    rows = _CANONICAL_KIND_ENTRY.findall(body, position)
+    if not rows:
+        return None
+    names, kinds, starts, ends, ends_with = zip(*rows, strict=True)
+    # The rows are disjoint and in order; as long together as the rest of the text, they
+    # cover it without a gap: the entries separated by `,`, then the closing `}`.
+    covered = _KIND_ENTRY_FRAME * len(rows) + sum(map(len, chain(names, kinds, starts, ends)))
+    if position + covered != len(body) or ends_with.count("}") != 1 or ends_with[-1] != "}":
+        return None
+    entries = _canonical_entries(names, kinds, (starts, ends), file_size - data_start)
     if entries is None:
         return None
-    return Header(dict(zip(names, entries, strict=True)), start[0], data_start, file_size)
+    tensors = dict(zip(names, entries, strict=True))
+    if len(tensors) != len(names) or METADATA_KEY in tensors:
+        return None  # a repeated key, or one named `__metadata__`: the JSON path decides
+    return Header(tensors, metadata, data_start, file_size)
+
+
+def _canonical_entries(
+    names: tuple[str, ...],
+    kinds: tuple[str, ...],
+    offsets: tuple[tuple[str, ...], tuple[str, ...]],
+    buffer_size: int,
+) -> list[TensorEntry] | None:
+    """The entries of a canonical text's fields (offsets: the starts' and ends' digits),
+    when they lay the tensors out contiguously over the whole buffer; None otherwise."""
+    read = _kinds(set(kinds))
+    if read is None:
+        return None
+    starts, ends = offsets
+    dtypes = list(map(read.dtypes.__getitem__, kinds))
+    shapes = list(map(read.shapes.__getitem__, kinds))
+    if starts[0] != "0" or starts[1:] != ends[:-1]:  # not in offset order: sorted and checked
+        firsts, stops = list(map(int, starts)), list(map(int, ends))
+        if max(stops) > USIZE_MAX or max(firsts) > USIZE_MAX:
+            return None
+        return _laid_out(list(names), dtypes, shapes, (firsts, stops), buffer_size)
+    # In offset order, as the library writes: each tensor starts where the one before it
+    # ends, the first at 0; every size is positive, so ends that add up the sizes, the
+    # last at the buffer's end (and within u64, as every end then is), lay the tensors
+    # out contiguously, without overlap.
+    stops = list(map(int, ends))
+    if stops[-1] != buffer_size or buffer_size > USIZE_MAX:
+        return None
+    if list(accumulate(map(read.sizes.__getitem__, kinds))) != stops:
+        return None
+    return list(map(_NEW_ENTRY, zip(names, dtypes, shapes, [0, *stops[:-1]], stops, strict=True)))
 
 
 def _entries(document: dict[str, Any]) -> list[TensorEntry]:
