@@ -431,3 +431,17 @@ def test_a_hash_match_claim_is_recomputed_not_believed(
     criterion = next(c for c in contract["criteria"] if c["name"] == "checkpoint_hash_match")
     assert criterion["met"] is False
     assert "recomput" in criterion["detail"]
+
+
+@pytest.mark.parametrize("weight_map", [["model-00001-of-00002.safetensors"], "x", 7])
+def test_an_index_whose_weight_map_is_not_an_object_is_a_problem_not_a_crash(
+    ws: Workspace, capsys: pytest.CaptureFixture[str], weight_map: object
+) -> None:
+    folder = small(ws.root / CAND)
+    index = folder / "model.safetensors.index.json"
+    index.write_text(json.dumps({"metadata": {}, "weight_map": weight_map}))
+    code, figures = check_json(ws, capsys, CAND)
+    assert code != 0
+    assert figures["valid"] is False
+    assert any("weight_map" in problem for problem in figures["problems"])  # type: ignore[attr-defined]
+    assert "Traceback" not in capsys.readouterr().err

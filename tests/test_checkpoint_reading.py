@@ -106,6 +106,8 @@ INDEXES: dict[str, object] = {
     "no_weight_map": {"other": {}},
     "not_an_object": [1, 2],
     "null": None,
+    "weight_map_a_list": ["model-00001-of-00003.safetensors"],  # hygiene crashed on these
+    "weight_map_a_string": "model-00001-of-00003.safetensors",
 }
 
 

@@ -63,11 +63,11 @@ def _index_shards(index: IndexRead | OSError | ValueError) -> set[str]:
         return set()
     if index.shards is not None:  # a valid weight_map: its names, as the layout found them
         return index.shards
-    try:
-        weight_map = index.document["weight_map"]
-        return {v for v in weight_map.values() if isinstance(v, str)}
-    except (TypeError, KeyError):
-        return set()
+    document = index.document
+    weight_map = document.get("weight_map") if isinstance(document, dict) else None
+    if not isinstance(weight_map, dict):
+        return set()  # the layout check reports the weight_map itself
+    return {v for v in weight_map.values() if isinstance(v, str)}
 
 
 def _escaping_entries(index: IndexRead | OSError | ValueError) -> list[Finding]:
