@@ -11,7 +11,9 @@ from __future__ import annotations
 import hashlib
 import json
 import math
-from itertools import chain
+from collections.abc import Iterable, Iterator
+from itertools import chain, repeat
+from operator import itemgetter
 from typing import Any
 
 
@@ -56,7 +58,7 @@ def strict_loads(text: str | bytes) -> Any:
 def pretty_json(value: Any) -> str:
     """``json.dumps(value, sort_keys=True, indent=2, ensure_ascii=False, allow_nan=False)``
     and a newline, byte for byte (see `indented_json`)."""
-    return indented_json(value, sort_keys=True, ensure_ascii=False) + "\n"
+    return _indented(value, sort_keys=True, ensure_ascii=False, end="\n")
 
 
 def indented_json(value: Any, *, sort_keys: bool, ensure_ascii: bool) -> str:
@@ -64,14 +66,24 @@ def indented_json(value: Any, *, sort_keys: bool, ensure_ascii: bool) -> str:
     byte for byte, written by `_pretty` over the C string encoder (Python's ``indent``
     selects its pure-Python encoder, a generator per level: a 60,000-difference survey
     took seconds). Anything `_pretty` does not handle plainly goes to `json.dumps`."""
+    return _indented(value, sort_keys=sort_keys, ensure_ascii=ensure_ascii, end="")
+
+
+def _indented(value: Any, *, sort_keys: bool, ensure_ascii: bool, end: str) -> str:
+    """`indented_json` followed by ``end``, joined once (a 24 MB document is not copied
+    again to add its newline)."""
     encode = _ENCODE_ASCII if ensure_ascii else _ENCODE_STRING
     try:
         parts: list[str] = []
         _pretty(value, "\n", parts, sort_keys, encode)
+        parts.append(end)
         return "".join(parts)
     except _UnplainError:
-        return json.dumps(
-            value, sort_keys=sort_keys, indent=2, ensure_ascii=ensure_ascii, allow_nan=False
+        return (
+            json.dumps(
+                value, sort_keys=sort_keys, indent=2, ensure_ascii=ensure_ascii, allow_nan=False
+            )
+            + end
         )
 
 
@@ -158,7 +170,7 @@ def _pretty_sequence(
         return
     records = _records(value, newline, sort_keys, encode)
     if records is not None:
-        parts.append(records)
+        parts.extend(records)
         return
     parts.append("[")
     separator = inner
@@ -172,42 +184,80 @@ def _pretty_sequence(
 
 def _records(
     value: list[Any] | tuple[Any, ...], newline: str, sort_keys: bool, encode: Any
-) -> str | None:
-    """The indented JSON of a list of flat records, or None for anything else: dicts with
-    the same keys in the same order whose values are strings or lists of strings (the
-    60,000 differences of a survey). Encoded a column at a time and laid out by one format
-    string per record, the bytes `_pretty` writes item by item (tests/test_canonical.py)."""
+) -> Iterator[str] | None:
+    """The indented JSON of a list of flat records as pieces to join, or None for anything
+    else: dicts with the same keys (in the same order, unless the keys are sorted) whose
+    values are strings or lists of strings (the 60,000 differences of a survey). Laid out
+    a column at a time by C-level passes, no Python step per record: a string column by one
+    `map` of the encoder, a list column by one `json.dumps` split into its lists, and the
+    records by one `zip` of the columns with the text between them. The same bytes as
+    `json.dumps` (tests/test_pretty_json.py)."""
     first = value[0]
     if type(first) is not dict or not first or len(newline) + 4 > _MAX_DEPTH:
         return None
     keys = tuple(first)
-    if set(map(type, keys)) != _ONLY_STR or set(map(type, value)) != {dict}:
+    if not _same_keys(value, keys, sort_keys):
         return None
-    if any(tuple(record) != keys for record in value):
-        return None
-    item, field, element = newline + "  ", newline + "    ", newline + "      "
-    columns: list[list[str]] = []
-    for key in keys:
-        column = [record[key] for record in value]
-        kinds = set(map(type, column))
-        if kinds == _ONLY_STR:
-            columns.append(list(map(encode, column)))
-        elif kinds == {list} and set(map(type, chain.from_iterable(column))) <= _ONLY_STR:
-            between = "," + element
-            columns.append(
-                [
-                    "[" + element + between.join(map(encode, v)) + field + "]" if v else "[]"
-                    for v in column
-                ]
-            )
-        else:
-            return None
+    item = newline + "  "
     order = sorted(range(len(keys)), key=keys.__getitem__) if sort_keys else range(len(keys))
-    template = (
-        "{"
-        + ",".join(field + encode(keys[k]).replace("%", "%%") + ": %s" for k in order)
-        + item
-        + "}"
+    cells: list[Iterable[str]] = [chain(["[" + item], repeat("," + item))]
+    before = "{"  # the constant text before the next key
+    for k in order:
+        column = _column_cells(value, keys[k], before, item, encode)
+        if column is None:
+            return None
+        cells += column
+        before = ","
+    cells.append(repeat(item + "}"))
+    # the repeats are endless; every column has one cell per record, so zip ends with them
+    return chain(chain.from_iterable(zip(*cells, strict=False)), [newline + "]"])
+
+
+def _same_keys(value: list[Any] | tuple[Any, ...], keys: tuple[Any, ...], sort_keys: bool) -> bool:
+    """Every item is a dict whose keys are ``keys`` (strings), in that order unless sorted
+    (then a missing key makes `_column_cells` give None)."""
+    if set(map(type, keys)) != _ONLY_STR or set(map(type, value)) != {dict}:
+        return False
+    if sort_keys:
+        return set(map(len, value)) == {len(keys)}
+    return list(map(tuple, value)).count(keys) == len(value)
+
+
+def _column_cells(
+    value: list[Any] | tuple[Any, ...], key: str, before: str, item: str, encode: Any
+) -> list[Iterable[str]] | None:
+    """The text of ``key`` and its value in each record (``item`` is the records'
+    newline and indentation), or None when a record lacks it or a value is not a string
+    or a list of strings."""
+    try:
+        column = list(map(itemgetter(key), value))
+    except KeyError:
+        return None
+    field, element = item + "  ", item + "    "
+    head = repeat(before + field + encode(key) + ": ")
+    kinds = set(map(type, column))
+    if kinds == _ONLY_STR:
+        return [head, map(encode, column)]
+    if kinds != {list} or not set(map(type, chain.from_iterable(column))) <= _ONLY_STR:
+        return None
+    insides = _list_insides(column, "," + element, encode)
+    if insides is None:
+        return None
+    filled = list(map(bool, insides))
+    opening, closing = ("[", "[" + element), ("]", field + "]")  # an empty list, another
+    return [head, map(opening.__getitem__, filled), insides, map(closing.__getitem__, filled)]
+
+
+def _list_insides(column: list[list[str]], between: str, encode: Any) -> list[str] | None:
+    """Each list's encoded strings joined by ``between`` ("" for an empty list), from one
+    pass of the C encoder over the whole column. ``between`` holds a newline, which an
+    encoded string never does, so ``]`` + ``between`` + ``[`` is found only between two
+    lists; a count that does not add up (it cannot) gives None, never a shifted record."""
+    text = json.dumps(
+        column,
+        ensure_ascii=encode is _ENCODE_ASCII,
+        separators=(between, ": "),
+        check_circular=False,  # strings in lists: no cycle possible
     )
-    cells = zip(*(columns[k] for k in order), strict=True)
-    return "[" + item + ("," + item).join([template % row for row in cells]) + newline + "]"
+    insides = text[2:-2].split("]" + between + "[")
+    return insides if len(insides) == len(column) else None

@@ -207,7 +207,7 @@ def test_what_json_dumps_refuses_is_refused(value: Any) -> None:
 
 def records(rng: random.Random) -> list[Any]:
     """A list of flat records (the shape of a survey's differences), sometimes spoiled."""
-    strings = [a for a in ATOMS if isinstance(a, str)] + ["%s", "100%", "%(x)s"]
+    strings = [a for a in ATOMS if isinstance(a, str)] + ["%s", "100%", "%(x)s", *LOOKALIKES]
     keys = rng.sample(["class", "reference", "%s", "é", "", "z\n", "b", "a"], rng.randint(1, 5))
     kinds = {key: rng.random() < 0.5 for key in keys}  # a list column or a string column
 
@@ -225,16 +225,78 @@ def records(rng: random.Random) -> list[Any]:
         rows[-1][keys[0]] = rng.choice([1, None, ("a",), Str("s"), [Str("s")], {"k": "v"}])
     elif spoil < 0.3:
         rows.append(rng.choice(["text", [], {}, {"other": "keys"}]))
+    elif spoil < 0.35:  # as many keys, one of them another
+        rows[-1] = {("other" if key == keys[0] else key): v for key, v in rows[-1].items()}
+    elif spoil < 0.4:  # a key fewer or one more
+        rows[-1] = dict(list(rows[-1].items())[1:]) if rng.random() < 0.5 else {**rows[-1], "x": ""}
+    elif spoil < 0.45:
+        rows[-1][keys[-1]] = rng.choice([[1], [None], [["a"]], [("a",)], ["a", 2]])
     return rows
+
+
+#: strings that look like the writer's own layout (brackets, commas, indentation)
+LOOKALIKES = [
+    "]",
+    "[",
+    "],\n      [",
+    '"],\n      ["',
+    "],",
+    '"]',
+    '["',
+    "\\",
+    '\\"',
+    "]\n[",
+    "\n      ",
+]
+
+
+def nested(rng: random.Random, value: Any) -> Any:
+    """``value`` at a random depth: the writer's indentation differs by level."""
+    for _ in range(rng.randint(0, 3)):
+        value = rng.choice([[value], {"differences": value, "format": "x"}, {"a": [value, "b"]}])
+    return value
 
 
 @pytest.mark.slow
 def test_lists_of_records_are_written_as_json_dumps_writes_them() -> None:
     rng = random.Random(21)  # noqa: S311 - reproducible test inputs
     for _ in range(3000):
-        value: Any = records(rng)
-        if rng.random() < 0.3:
-            value = {"differences": value, "format": "x"}
+        value: Any = nested(rng, records(rng))
+        assert pretty_json(value) == expected(value)
+        for sort_keys in (False, True):
+            for ensure_ascii in (False, True):
+                assert indented_json(
+                    value, sort_keys=sort_keys, ensure_ascii=ensure_ascii
+                ) == json.dumps(
+                    value, indent=2, sort_keys=sort_keys, ensure_ascii=ensure_ascii, allow_nan=False
+                )
+
+
+def survey_records(rng: random.Random, count: int) -> list[dict[str, Any]]:
+    """Differences shaped as a survey writes them, with empty lists at either end."""
+    names = ["model.layers.1.w", "lm_head.weight", "a]b", 'q"uote', "é", "\n", *LOOKALIKES]
+
+    def listed() -> list[str]:
+        return rng.sample(names, rng.choice([0, 1, 1, 2, 3]))
+
+    return [
+        {
+            "class": rng.choice(["naming", "layout", "dtype", "structural"]),
+            "reference": listed(),
+            "candidate": listed(),
+            "rules": listed(),
+            "detail": rng.choice(names) + " -> " + rng.choice(names),
+        }
+        for _ in range(count)
+    ]
+
+
+def test_survey_differences_are_written_as_json_dumps_writes_them() -> None:
+    """The fast lane's share of the record writer: survey-shaped lists, each key order and
+    escaping, at several depths."""
+    rng = random.Random(8)  # noqa: S311 - reproducible test inputs
+    for _ in range(60):
+        value = nested(rng, survey_records(rng, rng.randint(1, 40)))
         assert pretty_json(value) == expected(value)
         for sort_keys in (False, True):
             for ensure_ascii in (False, True):
