@@ -36,6 +36,7 @@ from tests.helpers import (
     make_trust,
     signed_run,
 )
+from tests.kernels import assert_close_files, kernels_as_recorded, why_not_bitwise
 
 MODEL = REPO_ROOT / "examples" / "glm52-minimal" / "model"
 CANDIDATE, REFERENCE = "results/paddle", "results/reference"
@@ -580,8 +581,14 @@ def test_the_recorded_torch_run_is_what_the_installed_torch_computes(tmp_path: P
     ours = tmp_path / "run"
     dumps = sorted(p.relative_to(RECORDED_TORCH) for p in (RECORDED_TORCH / "tensors").rglob("*"))
     for relpath in [Path("loss.json"), Path("raw_loss.jsonl"), *dumps]:
-        if (RECORDED_TORCH / relpath).is_file():
+        if not (RECORDED_TORCH / relpath).is_file():
+            continue
+        if kernels_as_recorded():
             assert (ours / relpath).read_bytes() == (RECORDED_TORCH / relpath).read_bytes()
+        else:
+            assert_close_files(ours / relpath, RECORDED_TORCH / relpath)
+    if not kernels_as_recorded():
+        pytest.skip(f"the commitments hash the recording's bits, and {why_not_bitwise()}")
     mine, recorded = (
         json.loads((folder / "commitments.json").read_text())["steps"]
         for folder in (ours, RECORDED_TORCH)

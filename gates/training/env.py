@@ -3,10 +3,10 @@
 Works with `paddlepaddle` (CPU), `paddlepaddle-gpu`, and with no paddle at all
 (the framework fields are then null, never a crash). Records the paddle
 version and commit, whether it was built with CUDA, the CUDA and cuDNN
-versions, device names, the paddle.distributed rank environment, the
-determinism settings that change results (FLAGS_cudnn_deterministic,
-NCCL_ALGO, CUBLAS_WORKSPACE_CONFIG, ...), library versions, and the sha256 of
-the model's config.json.
+versions, device names, the CPU's kernel-deciding extensions, the
+paddle.distributed rank environment, the determinism settings that change results
+(FLAGS_cudnn_deterministic, NCCL_ALGO, CUBLAS_WORKSPACE_CONFIG, ...), library
+versions, and the sha256 of the model's config.json.
 """
 
 from __future__ import annotations
@@ -111,6 +111,46 @@ def _torch() -> dict[str, Any]:
     }
 
 
+#: the CPU's instruction-set extensions that decide which kernels MKL, oneDNN and the
+#: frameworks' own CPU code pick: the same build on another set computes other last bits
+KERNEL_FLAGS = frozenset(
+    (
+        "avx",
+        "avx2",
+        "fma",
+        "avx512f",
+        "avx512bw",
+        "avx512vl",
+        "avx512dq",
+        "avx512_vnni",
+        "avx512_bf16",
+        "avx512_fp16",
+        "amx_tile",
+        "amx_bf16",
+        "amx_int8",
+        "asimd",
+        "sve",
+        "sve2",
+        "bf16",
+        "i8mm",
+    )
+)
+
+
+def cpu_kernels(cpuinfo: Path = Path("/proc/cpuinfo")) -> str | None:
+    """The kernel-deciding extensions of this CPU, sorted, one space apart; None where the
+    system does not list them (not Linux)."""
+    try:
+        text = cpuinfo.read_text(encoding="utf-8", errors="replace")
+    except OSError:
+        return None
+    for line in text.splitlines():
+        key, _, value = line.partition(":")
+        if key.strip() in ("flags", "Features"):
+            return " ".join(sorted(KERNEL_FLAGS.intersection(value.split())))
+    return None
+
+
 def file_sha256(path: Path) -> str:
     return hashlib.sha256(path.read_bytes()).hexdigest()
 
@@ -126,6 +166,7 @@ def capture(
         {
             "python": platform.python_version(),
             "platform": platform.platform(),
+            "cpu_kernels": cpu_kernels(),
             "host": socket.gethostname(),
             "world_size": int(world) if world and world.isdigit() else 1,
             "rank": {name: os.environ[name] for name in RANK_VARIABLES if name in os.environ},

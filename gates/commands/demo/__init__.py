@@ -50,6 +50,7 @@ from gates.receipts.model import ArtifactKind, EvidenceClass, Framework
 from gates.replay.commitments import loss_bits
 from gates.reporters import REPORTERS
 from gates.resources import example_dir
+from gates.training.env import cpu_kernels
 from gates.workspace import Workspace, open_workspace
 
 _IDENTITY = {
@@ -140,6 +141,13 @@ def _receipt_repeats(workspace: Workspace) -> None:
         _receipt(workspace, ArtifactKind.RAW_LOSS, (path,), Framework.PADDLE)
 
 
+#: CPU extensions the example's recorded runs were made without: with them, MKL and torch
+#: pick other kernels and the recorded torch run's last bits are not reproduced (found on a
+#: Sapphire Rapids machine; no cap through MKL_CBWR, ONEDNN_MAX_CPU_ISA or
+#: ATEN_CPU_CAPABILITY restored them)
+OTHER_KERNELS = frozenset({"amx_tile", "avx512_fp16"})
+
+
 def _can_run(module: str) -> bool:
     return importlib.util.find_spec(module) is not None
 
@@ -189,6 +197,13 @@ def _replay(workspace: Workspace, echo: Echo) -> None:
             for w in report["windows"]
         )
         echo(f"  gates replay results/{side} --seed demo-ci-4711: exit {code}; {windows}")
+        other = sorted(OTHER_KERNELS.intersection((cpu_kernels() or "").split()))
+        if side == "torch" and code != 0 and other:
+            echo(
+                f"  note: the recorded torch run was made on a CPU without {', '.join(other)};"
+                " this one has them, and torch picks other kernels here whose last bits"
+                " differ: bit-exact replay holds on the run's own build and hardware only"
+            )
         power = report["detection_power"]
     echo(f"  {power}")
     _forged_replay(workspace, echo)
