@@ -14,7 +14,7 @@ from bench.glm52_keyset import load_config, paddle_keyset, reference_keyset
 from gates.checkpoints.survey import Difference, Found, classify, classify_grouped
 from gates.naming.grouped import expect_grouped
 from gates.naming.rules import Node, RuleSet, expect
-from tests.test_naming_families import Inventory, random_inventory, random_rule, shipped_rules
+from tests.test_naming_families import Inventory, random_case, shipped_rules
 from tests.test_survey_classify import _spoiled
 
 Outcome = tuple[int, dict[str, Node], list[Difference], set[str]]
@@ -40,11 +40,10 @@ def test_the_grouped_path_equals_the_node_path_on_random_rules_and_candidates() 
     rng = random.Random(2028)  # noqa: S311 - reproducible test inputs
     decided = explained = 0
     for _ in range(1500):
-        reference = random_inventory(rng)
-        rules = [random_rule(rng, list(reference)) for _ in range(rng.randint(1, 5))]
-        placeholders = {"mtp": rng.choice(["1", "x", "layers"])} if rng.random() < 0.5 else {}
+        reference, rules, placeholders, ruleset = random_case(rng)
+        if ruleset is None:
+            continue
         try:
-            ruleset = RuleSet.model_validate({"rules": rules, "placeholders": placeholders})
             nodes = expect(reference, ruleset).nodes
         except ValueError:
             continue
