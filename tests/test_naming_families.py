@@ -59,9 +59,8 @@ def random_inventory(rng: random.Random) -> Inventory:
             rng.choice(["F32", "BF16"]) if rng.random() < 0.1 else "BF16",
             tuple(rng.choice(dims) for _ in range(rng.choice([2, 2, 2, 1, 3]))),
         )
-        for name in sorted(
-            sorted(names), key=lambda _: rng.random()
-        )  # the set sorted first: its order follows the hash seed
+        # the set sorted first: its own order follows Python's hash seed
+        for name in sorted(sorted(names), key=lambda _: rng.random())
     }
 
 
