@@ -21,6 +21,7 @@ import pytest
 import gates.safetensors.header as header_module
 from gates.safetensors.dtypes import DTYPE_BITS
 from gates.safetensors.header import HeaderError, parse_header
+from tests.test_header_bulk import verdict
 
 DTYPES = [*sorted(DTYPE_BITS), "F9", "X"]
 USIZE_MAX = 2**64 - 1
@@ -109,24 +110,15 @@ KIND_CHANGES = (
 )
 
 
-def _verdict(text: str, size: int) -> object:
-    raw = text.encode()
-    try:
-        parsed = parse_header(raw, 8 + len(raw) + size)
-    except HeaderError as error:
-        return ("error", str(error))
-    return ("ok", parsed.tensors, parsed.metadata)
-
-
 def test_the_kind_checks_give_the_json_verdicts(monkeypatch: pytest.MonkeyPatch) -> None:
     rng = random.Random(29)  # noqa: S311 - reproducible test inputs
     canonical_accepted = refused = 0
     for _ in range(2000):
         text, size = _text(rng)
-        with_canonical = _verdict(text, size)
+        with_canonical = verdict(text, size)
         with monkeypatch.context() as patched:
             patched.setattr(header_module, "_canonical", lambda *_: None)
-            without = _verdict(text, size)
+            without = verdict(text, size)
         assert with_canonical == without, text
         raw = text.encode()
         canonical = header_module._canonical(text, 8 + len(raw), 8 + len(raw) + size)

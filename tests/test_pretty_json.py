@@ -48,19 +48,22 @@ def expected(value: Any) -> str:
     return json.dumps(value, sort_keys=True, indent=2, ensure_ascii=False, allow_nan=False) + "\n"
 
 
+def assert_written_as_json_dumps_writes(value: Any) -> None:
+    assert pretty_json(value) == expected(value)
+    for sort_keys in (False, True):
+        for ensure_ascii in (False, True):
+            written = indented_json(value, sort_keys=sort_keys, ensure_ascii=ensure_ascii)
+            assert written == json.dumps(
+                value, indent=2, sort_keys=sort_keys, ensure_ascii=ensure_ascii, allow_nan=False
+            )
+
+
 @pytest.mark.slow
 def test_random_documents_are_written_as_json_dumps_writes_them() -> None:
     rng = random.Random(5)  # noqa: S311 - reproducible test inputs
     for _ in range(3000):
         value = document(rng)
-        assert pretty_json(value) == expected(value)
-        for sort_keys in (False, True):
-            for ensure_ascii in (False, True):
-                assert indented_json(
-                    value, sort_keys=sort_keys, ensure_ascii=ensure_ascii
-                ) == json.dumps(
-                    value, indent=2, sort_keys=sort_keys, ensure_ascii=ensure_ascii, allow_nan=False
-                )
+        assert_written_as_json_dumps_writes(value)
 
 
 class Str(str):
@@ -262,14 +265,7 @@ def test_lists_of_records_are_written_as_json_dumps_writes_them() -> None:
     rng = random.Random(21)  # noqa: S311 - reproducible test inputs
     for _ in range(3000):
         value: Any = nested(rng, records(rng))
-        assert pretty_json(value) == expected(value)
-        for sort_keys in (False, True):
-            for ensure_ascii in (False, True):
-                assert indented_json(
-                    value, sort_keys=sort_keys, ensure_ascii=ensure_ascii
-                ) == json.dumps(
-                    value, indent=2, sort_keys=sort_keys, ensure_ascii=ensure_ascii, allow_nan=False
-                )
+        assert_written_as_json_dumps_writes(value)
 
 
 def survey_records(rng: random.Random, count: int) -> list[dict[str, Any]]:
@@ -297,11 +293,4 @@ def test_survey_differences_are_written_as_json_dumps_writes_them() -> None:
     rng = random.Random(8)  # noqa: S311 - reproducible test inputs
     for _ in range(60):
         value = nested(rng, survey_records(rng, rng.randint(1, 40)))
-        assert pretty_json(value) == expected(value)
-        for sort_keys in (False, True):
-            for ensure_ascii in (False, True):
-                assert indented_json(
-                    value, sort_keys=sort_keys, ensure_ascii=ensure_ascii
-                ) == json.dumps(
-                    value, indent=2, sort_keys=sort_keys, ensure_ascii=ensure_ascii, allow_nan=False
-                )
+        assert_written_as_json_dumps_writes(value)
