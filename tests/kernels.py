@@ -38,11 +38,6 @@ def kernels_as_recorded() -> bool:
     return not cpu_flags() & OTHER_KERNELS
 
 
-def why_not_bitwise() -> str:
-    found = ", ".join(sorted(cpu_flags() & OTHER_KERNELS))
-    return f"this CPU has {found}: its kernels differ from the recording's in the last bits"
-
-
 def assert_close_files(ours: Path, recorded: Path) -> None:
     """The same file but for the last bits of its floats: tensors, JSON and JSON lines."""
     if recorded.suffix == ".safetensors":

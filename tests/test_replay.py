@@ -36,7 +36,7 @@ from tests.helpers import (
     make_trust,
     signed_run,
 )
-from tests.kernels import assert_close_files, kernels_as_recorded, why_not_bitwise
+from tests.kernels import assert_close_files, kernels_as_recorded
 
 MODEL = REPO_ROOT / "examples" / "glm52-minimal" / "model"
 CANDIDATE, REFERENCE = "results/paddle", "results/reference"
@@ -587,17 +587,19 @@ def test_the_recorded_torch_run_is_what_the_installed_torch_computes(tmp_path: P
             assert (ours / relpath).read_bytes() == (RECORDED_TORCH / relpath).read_bytes()
         else:
             assert_close_files(ours / relpath, RECORDED_TORCH / relpath)
-    if not kernels_as_recorded():
-        pytest.skip(f"the commitments hash the recording's bits, and {why_not_bitwise()}")
     mine, recorded = (
         json.loads((folder / "commitments.json").read_text())["steps"]
         for folder in (ours, RECORDED_TORCH)
     )
+    # on other kernels (tests/kernels.py) the parameters, the optimizer state and the loss
+    # bits are other bits; the data, the schedule and the random state are not
+    computed = ("parameters", "optimizer") if kernels_as_recorded() else ()
     assert len(mine) == len(recorded) == 101
     for step, theirs in zip(mine, recorded, strict=True):
-        assert step["loss_bits"] == theirs["loss_bits"]
+        if kernels_as_recorded():
+            assert step["loss_bits"] == theirs["loss_bits"]
         assert step["saved"] == theirs["saved"]
-        for part in ("parameters", "optimizer", "data", "schedule"):
+        for part in (*computed, "data", "schedule"):
             assert step["parts"][part] == theirs["parts"][part], (step["step"], part)
     end = load_state(ours / "states/step-000100.safetensors", "ours").parts["rng"]
     assert np.array_equal(

@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from functools import cached_property, partial
 from itertools import compress, repeat, starmap
 from operator import add, eq, not_
-from typing import NamedTuple
+from typing import NamedTuple, Protocol
 
 from gates.checkpoints.layout import Checkpoint
 from gates.naming.by_family import expect_by_family
@@ -85,7 +85,17 @@ def _describe(dtype: str, shape: tuple[int, ...]) -> str:
 _NAMING = frozenset(("rename", "fuse", "split"))
 
 
-def _klass(node: Node) -> str:
+class _Tree(Protocol):
+    """A `Node` or a group's `Plan`: an operation over the trees it was made from."""
+
+    @property
+    def op(self) -> str: ...
+    @property
+    def children(self) -> Sequence[_Tree]: ...
+    def ops(self) -> set[str]: ...
+
+
+def _klass(node: _Tree) -> str:
     """naming when a rename, fuse or split is anywhere in the node's tree, else dtype when
     a cast is, else layout; decided by the node itself when it is a naming op or stands
     over leaves (a survey asks 60,000 nodes)."""
@@ -236,7 +246,7 @@ def classify_grouped(
             continue
         numbers = list(compress(family.numbers, same))
         targets = list(compress(family.names, same))
-        klass, rules = _klass_of(group), plan.rules
+        klass, rules = _klass(plan), plan.rules
         for leaf in plan.leaves():
             sources = list(starmap(leaf.template.format, numbers))
             details = map(add, map(add, sources, repeat(" -> ")), targets)
@@ -244,16 +254,6 @@ def classify_grouped(
             by_leaf.update(zip(sources, map(_made, rows), strict=True))
     differences = list(map(by_leaf.__getitem__, sorted(by_leaf)))
     return count, lambda: _matched_nodes(matched), differences, names
-
-
-def _klass_of(group: Group) -> str:
-    plan = group.plan
-    if plan.op in _NAMING:
-        return "naming"
-    ops = plan.ops()
-    if ops & _NAMING:
-        return "naming"
-    return "dtype" if "cast" in ops else "layout"
 
 
 def _unmatched(
