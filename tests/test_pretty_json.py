@@ -1,6 +1,7 @@
-"""`pretty_json` writes exactly what `json.dumps(..., sort_keys=True, indent=2,
-ensure_ascii=False, allow_nan=False)` writes, on random documents and odd values, and
-`indented_json` what `json.dumps(..., indent=2)` writes with either key order and escaping."""
+"""`pretty_json` (and `pretty_json_bytes`) write exactly what `json.dumps(..., sort_keys=True,
+indent=2, ensure_ascii=False, allow_nan=False)` writes, on random documents and odd values, and
+`indented_json` what `json.dumps(..., indent=2)` writes with either key order and escaping;
+orjson writes the documents it can write the same, and only those."""
 
 from __future__ import annotations
 
@@ -9,8 +10,10 @@ import random
 from typing import Any
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
-from gates.canonical import indented_json, pretty_json
+from gates.canonical import _orjson_indented, indented_json, pretty_json, pretty_json_bytes
 
 ATOMS: list[Any] = [
     0,
@@ -50,6 +53,13 @@ def expected(value: Any) -> str:
 
 def assert_written_as_json_dumps_writes(value: Any) -> None:
     assert pretty_json(value) == expected(value)
+    try:
+        encoded = expected(value).encode("utf-8")
+    except UnicodeEncodeError:  # a lone surrogate: no bytes to write, as before
+        with pytest.raises(UnicodeEncodeError):
+            pretty_json_bytes(value)
+    else:
+        assert pretty_json_bytes(value) == encoded
     for sort_keys in (False, True):
         for ensure_ascii in (False, True):
             written = indented_json(value, sort_keys=sort_keys, ensure_ascii=ensure_ascii)
@@ -294,3 +304,83 @@ def test_survey_differences_are_written_as_json_dumps_writes_them() -> None:
     for _ in range(60):
         value = nested(rng, survey_records(rng, rng.randint(1, 40)))
         assert_written_as_json_dumps_writes(value)
+
+
+#: JSON documents as Python builds them, with what orjson writes otherwise or refuses:
+#: floats (exponents, NaN), ints beyond 64 bits, lone surrogates, non-string keys, tuples
+ANY_JSON = st.recursive(
+    st.none()
+    | st.booleans()
+    | st.integers(min_value=-(2**70), max_value=2**70)
+    | st.floats(allow_nan=False, allow_infinity=False)
+    | st.text(st.characters(codec=None), max_size=6)
+    | st.text(st.characters(categories=["Cs", "Cc", "Ll"]), max_size=4),
+    lambda inner: (
+        st.lists(inner, max_size=4)
+        | st.lists(inner, max_size=3).map(tuple)
+        | st.dictionaries(st.text(max_size=3), inner, max_size=4)
+        | st.dictionaries(st.integers(-3, 3), inner, max_size=2)
+    ),
+    max_leaves=25,
+)
+
+
+@settings(max_examples=400, deadline=None)
+@given(ANY_JSON)
+def test_any_document_is_written_as_json_dumps_writes_it(value: Any) -> None:
+    assert_written_as_json_dumps_writes(value)
+
+
+@settings(max_examples=200, deadline=None)
+@given(ANY_JSON)
+def test_orjson_writes_only_what_json_dumps_writes(value: Any) -> None:
+    for sort_keys in (False, True):
+        written = _orjson_indented(value, sort_keys=sort_keys, newline=False)
+        if written is not None:
+            dumped = json.dumps(value, indent=2, sort_keys=sort_keys, ensure_ascii=False)
+            assert written == dumped.encode("utf-8")
+
+
+def test_orjson_writes_plain_documents() -> None:
+    """The fast path is taken where it can be: survey-shaped documents and plain values at
+    depth (else the tests above would pass on the slow writer alone)."""
+    rng = random.Random(3)  # noqa: S311 - reproducible test inputs
+    plain = [
+        {"differences": survey_records(rng, 50), "counts": {"naming": 3}, "valid": True},
+        [None, True, 2**64 - 1, -(2**63), "é\x7f\u2028", ("t", [])],
+        nested(rng, [[[{"": {}}]]]),
+    ]
+    for value in plain:
+        assert _orjson_indented(value, sort_keys=True, newline=True) == expected(value).encode()
+
+
+cycle: list[Any] = []
+cycle.append(cycle)
+branching: list[Any] = []
+branching += [branching, branching]
+
+
+@pytest.mark.parametrize(
+    "value",
+    [
+        {"loss": 1.5},
+        [[1e-05]],
+        {"a": [float("nan")]},
+        2**64,
+        [-(2**63) - 1],
+        "lone \ud800",
+        {1: "int key"},
+        {"x": Str("a str subclass")},
+        {"x": [True, Str("s")]},
+        cycle,
+        branching,
+    ],
+)
+def test_orjson_leaves_the_rest_to_the_other_writer(value: Any) -> None:
+    assert _orjson_indented(value, sort_keys=True, newline=True) is None
+
+
+def test_a_cycle_is_refused_as_json_dumps_refuses_it() -> None:
+    for value in (cycle, branching):
+        with pytest.raises(ValueError, match="Circular"):
+            pretty_json(value)

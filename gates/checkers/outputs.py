@@ -16,8 +16,8 @@ from contextlib import contextmanager
 from contextvars import ContextVar
 from dataclasses import dataclass
 
-from gates.atomic import write_text_atomic
-from gates.canonical import pretty_json
+from gates.atomic import write_bytes_atomic
+from gates.canonical import pretty_json_bytes
 from gates.echo import note
 from gates.engine.inputs import AuditInputs
 from gates.errors import GatesError, ReceiptError
@@ -132,9 +132,9 @@ def write_checker_output(
         overwrite=True,
         probe_reasons=input_probe_reasons(inputs) + extra_probe_reasons,
     )
-    text = pretty_json(document)
+    data = pretty_json_bytes(document)
     if mode.no_receipt:
-        return _unwritten_receipt(workspace, request, text), artifact
+        return _unwritten_receipt(workspace, request, data), artifact
     if not mode.force:
         refusal = downgrade_problem(workspace, request, failed=failed)
         if refusal:
@@ -144,7 +144,7 @@ def write_checker_output(
                 hint="pass --force to replace it anyway, --no-receipt for a throwaway check, "
                 "or -o OTHER.receipt.json to write elsewhere",
             )
-    write_text_atomic(resolve_inside(workspace.root, artifact, what="checker output"), text)
+    write_bytes_atomic(resolve_inside(workspace.root, artifact, what="checker output"), data)
     freeze = None
     if judged_under is not None:
         freeze = (judged_under, evaluate_freeze(workspace.root, workspace.config))
@@ -198,10 +198,9 @@ def _passed(workspace: Workspace, receipt: Receipt) -> bool:
     )
 
 
-def _unwritten_receipt(workspace: Workspace, request: ReceiptRequest, text: str) -> Receipt:
+def _unwritten_receipt(workspace: Workspace, request: ReceiptRequest, data: bytes) -> Receipt:
     """The receipt a throwaway check would have had (unsigned, not written): its stamp and
     reasons are shown, nothing lands in the workspace."""
-    data = text.encode("utf-8")
     subjects: list[dict[str, object]] = [
         {"path": request.subjects[0], "size": len(data), "sha256": hashlib.sha256(data).hexdigest()}
     ]
