@@ -11,7 +11,7 @@ from __future__ import annotations
 import hashlib
 import json
 import math
-from collections.abc import Iterable, Iterator
+from collections.abc import Collection, Iterable, Iterator
 from itertools import chain, repeat
 from operator import itemgetter
 from typing import Any
@@ -64,10 +64,13 @@ def pretty_json(value: Any) -> str:
     return _indented(value, sort_keys=True, ensure_ascii=False, end="\n")
 
 
-def pretty_json_bytes(value: Any) -> bytes:
+def pretty_json_bytes(value: Any, *, checked: Collection[str] = ()) -> bytes:
     """``pretty_json(value).encode("utf-8")``, without the text in between (a survey's
-    document is 24 MB)."""
-    written = _orjson_indented(value, sort_keys=True, newline=True)
+    document is 24 MB). ``checked``: keys of ``value`` (a dict) whose values the caller has
+    found to hold only exact dicts, lists, strings, ints, bools and None (the quick check of
+    a survey's differences, gates/outputs/models.py), which `_orjson_indented` then need not
+    look at again."""
+    written = _orjson_indented(value, sort_keys=True, newline=True, checked=checked)
     if written is not None:
         return written
     return _indented(value, sort_keys=True, ensure_ascii=False, end="\n").encode("utf-8")
@@ -100,30 +103,16 @@ _ORJSON_DEPTH = 254  # orjson refuses deeper nesting; json.dumps goes on
 _ORJSON_WIDEST = 1 << 24  # values in one level: a 60,000-difference survey has 300,000
 
 
-def _orjson_indented(value: Any, *, sort_keys: bool, newline: bool) -> bytes | None:
+def _orjson_indented(
+    value: Any, *, sort_keys: bool, newline: bool, checked: Collection[str] = ()
+) -> bytes | None:
     """orjson's indented JSON of ``value`` when it is byte for byte what ``json.dumps``
     writes, else None: every value, at every level, of a type in `_ORJSON_SAME` (checked a
     level at a time by C-level passes), and nothing orjson refuses that json.dumps takes
     (an int beyond 64 bits, a key that is not a string, a lone surrogate). orjson writes a
     survey's 60,000 differences about ten times faster than the record writer below."""
-    level: list[Any] = [value]
-    for _ in range(_ORJSON_DEPTH):
-        kinds = set(map(type, level))
-        if not kinds <= _ORJSON_SAME:
-            return None
-        below: list[Any] = []
-        for kind in _CONTAINERS:
-            if kind in kinds:
-                items = level if len(kinds) == 1 else filter(kind.__instancecheck__, level)
-                below.extend(
-                    chain.from_iterable(map(dict.values, items) if kind is dict else items)
-                )
-        if not below:
-            break
-        if len(below) > _ORJSON_WIDEST:  # a cycle that branches (json.dumps refuses it)
-            return None
-        level = below
-    else:
+    unchecked = {k: v for k, v in value.items() if k not in checked} if checked else value
+    if not _plain_for_orjson(unchecked):
         return None
     import orjson  # noqa: PLC0415  (only writers need it; the warm audit's imports stay few)
 
@@ -136,6 +125,29 @@ def _orjson_indented(value: Any, *, sort_keys: bool, newline: bool) -> bytes | N
         return orjson.dumps(value, option=option)
     except orjson.JSONEncodeError:
         return None
+
+
+def _plain_for_orjson(value: Any) -> bool:
+    """Every value in ``value``, at every level, is of a type in `_ORJSON_SAME`: a level at
+    a time, by C-level passes."""
+    level: list[Any] = [value]
+    for _ in range(_ORJSON_DEPTH):
+        kinds = set(map(type, level))
+        if not kinds <= _ORJSON_SAME:
+            return False
+        below: list[Any] = []
+        for kind in _CONTAINERS:
+            if kind in kinds:
+                items = level if len(kinds) == 1 else filter(kind.__instancecheck__, level)
+                below.extend(
+                    chain.from_iterable(map(dict.values, items) if kind is dict else items)
+                )
+        if not below:
+            return True
+        if len(below) > _ORJSON_WIDEST:  # a cycle that branches (json.dumps refuses it)
+            return False
+        level = below
+    return False
 
 
 def _indented(value: Any, *, sort_keys: bool, ensure_ascii: bool, end: str) -> str:

@@ -1,17 +1,22 @@
 """`check_output` of a structure-parity document takes the model's decision, and its error
 message, whichever way it checks: the differences by `differences_fit` (a direct check of
 the columns) and the rest by the model, or the whole document by the model. Held to the
-model alone on random valid documents and spoiled ones."""
+model alone on random valid documents and spoiled ones. What the quick check vouches for
+(plain values the writer does not look at again) is what the document holds: the written
+bytes stay json.dumps'."""
 
 from __future__ import annotations
 
 import copy
+import json
 from typing import Any
 
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from pydantic import TypeAdapter, ValidationError
 
+from gates.canonical import _plain_for_orjson, pretty_json_bytes
 from gates.errors import GatesError
 from gates.outputs.models import MODELS, check_output
 from gates.outputs.structure_parity import CLASSES, DIFFERENCE_KEYS, Difference, differences_fit
@@ -196,3 +201,49 @@ def test_the_direct_check_stands_for_the_model_as_it_is() -> None:
         "detail": "<class 'str'>",
     }
     assert Difference.model_config.get("extra") == "forbid"
+
+
+@settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(documents, st.data())
+def test_what_the_check_vouches_for_is_plain_and_written_as_json_dumps_writes_it(
+    document: dict[str, Any], data: st.DataObject
+) -> None:
+    spoiled = spoil(data, copy.deepcopy(document)) if data.draw(st.booleans()) else document
+    try:
+        checked = check_output(KIND, spoiled, WHERE)
+    except GatesError:
+        return
+    assert type(spoiled) is dict
+    assert all(_plain_for_orjson(spoiled[key]) for key in checked)
+    text = json.dumps(spoiled, sort_keys=True, indent=2, ensure_ascii=False) + "\n"
+    try:
+        expected = text.encode("utf-8")
+    except UnicodeEncodeError:  # a lone surrogate in a name
+        with pytest.raises(UnicodeEncodeError):
+            pretty_json_bytes(spoiled, checked=checked)
+        return
+    assert pretty_json_bytes(spoiled, checked=checked) == expected
+
+
+def test_a_survey_document_s_differences_are_vouched_for_and_others_not() -> None:
+    document = {
+        "format": "gates.structure_parity/v1",
+        "reference": {"path": "a", "tensor_count": 1, "valid": True, "problems": []},
+        "candidate": {"path": "b", "tensor_count": 1, "valid": True, "problems": []},
+        "rules": None,
+        "matched": 0,
+        "counts": dict.fromkeys(sorted(CLASSES), 0),
+        "differences": [
+            {
+                "class": "naming",
+                "reference": ["a"],
+                "candidate": ["b"],
+                "rules": ["r"],
+                "detail": "a -> b",
+            }
+        ],
+        "rule_problems": [],
+    }
+    assert check_output(KIND, document, WHERE) == {"differences"}
+    lax = {**document, "differences": [{**document["differences"][0], "rules": ("r",)}]}
+    assert check_output(KIND, lax, WHERE) == frozenset()  # pydantic decided: nothing vouched

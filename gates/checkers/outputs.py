@@ -120,7 +120,7 @@ def write_checker_output(
     """
     workspace = audit.workspace
     artifact = artifact_path(receipt_path)
-    check_output(kind, document, artifact)
+    checked = check_output(kind, document, artifact)
     mode = current_mode()
     request = ReceiptRequest(
         kind=kind,
@@ -132,7 +132,7 @@ def write_checker_output(
         overwrite=True,
         probe_reasons=input_probe_reasons(inputs) + extra_probe_reasons,
     )
-    data = pretty_json_bytes(document)
+    data = pretty_json_bytes(document, checked=checked)
     if mode.no_receipt:
         return _unwritten_receipt(workspace, request, data), artifact
     if not mode.force:

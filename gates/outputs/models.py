@@ -33,12 +33,17 @@ def parse_output(kind: ArtifactKind, document: object) -> BaseModel | None:
     return parsed
 
 
-def check_output(kind: ArtifactKind, document: object, where: str) -> None:
+def check_output(kind: ArtifactKind, document: object, where: str) -> frozenset[str]:
     """Refuse to write a checker output its model rejects (a bug in the checker, not the
-    user's input: the message names the file and the first wrong key)."""
+    user's input: the message names the file and the first wrong key). Returns the keys of
+    the document whose values the check found to hold only exact dicts, lists and strings
+    (a survey's differences, by `differences_fit`), which the writer need not look at again
+    (`gates.canonical.pretty_json_bytes`)."""
     model = MODELS.get(kind)
-    if model is None or _fits_quickly(kind, model, document):
-        return
+    if model is None:
+        return frozenset()
+    if _fits_quickly(kind, model, document):
+        return _PLAIN_WHEN_QUICK
     try:
         model.validate_python(document)
     except ValidationError as exc:
@@ -48,6 +53,10 @@ def check_output(kind: ArtifactKind, document: object, where: str) -> None:
             file=where,
             hint="this is a bug in gates' checker; report it with the command line",
         ) from None
+    return frozenset()
+
+
+_PLAIN_WHEN_QUICK = frozenset({"differences"})
 
 
 def _fits_quickly(kind: ArtifactKind, model: TypeAdapter[Any], document: object) -> bool:
