@@ -245,5 +245,7 @@ def test_a_survey_document_s_differences_are_vouched_for_and_others_not() -> Non
         "rule_problems": [],
     }
     assert check_output(KIND, document, WHERE) == {"differences"}
-    lax = {**document, "differences": [{**document["differences"][0], "rules": ("r",)}]}
+    tupled = {**document, "differences": [{**document["differences"][0], "rules": ("r",)}]}
+    assert check_output(KIND, tupled, WHERE) == {"differences"}  # as the survey hands over
+    lax = {**document, "differences": [{**document["differences"][0], "rules": [Str("r")]}]}
     assert check_output(KIND, lax, WHERE) == frozenset()  # pydantic decided: nothing vouched

@@ -36,7 +36,7 @@ def parse_output(kind: ArtifactKind, document: object) -> BaseModel | None:
 def check_output(kind: ArtifactKind, document: object, where: str) -> frozenset[str]:
     """Refuse to write a checker output its model rejects (a bug in the checker, not the
     user's input: the message names the file and the first wrong key). Returns the keys of
-    the document whose values the check found to hold only exact dicts, lists and strings
+    the document whose values the check found to hold only exact dicts, lists, tuples and strings
     (a survey's differences, by `differences_fit`), which the writer need not look at again
     (`gates.canonical.pretty_json_bytes`)."""
     model = MODELS.get(kind)

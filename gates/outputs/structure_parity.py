@@ -56,11 +56,12 @@ _LIST_KEYS = ("reference", "candidate", "rules")
 
 def differences_fit(differences: object) -> bool:
     """True only when ``differences`` surely fits `list[Difference]`: a list of plain dicts
-    with exactly `DIFFERENCE_KEYS`, a class in `CLASSES`, lists of strings and a string
-    detail, all of the exact types. Checked a column at a time in C, without a model per
-    difference (60,000 of them cost pydantic 0.08 s). False means "ask the model", never
-    "rejected": what pydantic's lax mode also takes (tuples, a str subclass, `kind` for
-    `class`) goes to pydantic, which decides and words the error."""
+    with exactly `DIFFERENCE_KEYS`, a class in `CLASSES`, lists or tuples of strings (the
+    model's lax lists take a tuple; the survey hands over tuples) and a string detail, all
+    of the exact types. Checked a column at a time in C, without a model per difference
+    (60,000 of them cost pydantic 0.08 s). False means "ask the model", never "rejected":
+    what else pydantic's lax mode takes (a str subclass, `kind` for `class`) goes to
+    pydantic, which decides and words the error."""
     columns = _columns(differences)
     if columns is None:
         return False
@@ -68,7 +69,7 @@ def differences_fit(differences: object) -> bool:
     if not set(map(type, chain(*strings))) <= {str} or not set(columns["class"]) <= CLASSES:
         return False
     lists = [columns[key] for key in _LIST_KEYS]
-    if not set(map(type, chain(*lists))) <= {list}:
+    if not set(map(type, chain(*lists))) <= {list, tuple}:
         return False
     return set(map(type, chain.from_iterable(chain(*lists)))) <= {str}
 
