@@ -38,7 +38,7 @@ from common import median_seconds, report
 from glm52_keyset import load_config, paddle_keyset, reference_keyset, write_header_only
 from safetensors import safe_open
 
-from gates.canonical import pretty_json
+from gates.canonical import pretty_json_bytes
 from gates.checkpoints.check import check_checkpoint
 from gates.checkpoints.digest import hash_shards
 from gates.checkpoints.layout import load_checkpoint
@@ -53,6 +53,8 @@ from gates.naming.by_family import expect_by_family
 from gates.naming.config_placeholders import resolve
 from gates.naming.grouped import expect_grouped
 from gates.naming.rules import expect
+from gates.outputs.models import check_output
+from gates.receipts.model import ArtifactKind
 from gates.workspace import open_workspace
 
 REPO = Path(__file__).resolve().parent.parent
@@ -265,8 +267,14 @@ def inventory(args: argparse.Namespace, root: Path) -> dict[str, object]:
         sources = [d.reference[0] for d in found.differences if d.reference]
         objects = median_cpu_seconds(lambda: survey_objects(names, sources), args.repeats)
     parity = survey_document("reference", "candidate", found, ([], []), None)
-    written = median_cpu_seconds(lambda: pretty_json(parity).encode(), args.repeats)
-    # the least a JSON writer does: the C encoder, no indentation (a floor, not gates' format)
+    where = "outputs/surveys/structure-parity.json"
+    checked = median_cpu_seconds(
+        lambda: check_output(ArtifactKind.STRUCTURE_PARITY, parity, where), args.repeats
+    )
+    vouched = check_output(ArtifactKind.STRUCTURE_PARITY, parity, where)
+    written = median_cpu_seconds(lambda: pretty_json_bytes(parity, checked=vouched), args.repeats)
+    # what the standard library's C encoder takes without indentation (before orjson, the
+    # least a JSON writer did; not gates' format)
     compact = median_cpu_seconds(lambda: json.dumps(parity, sort_keys=True), args.repeats)
     on_disk = json.loads((ws / "outputs/surveys/structure-parity.json").read_text())
     return {
@@ -286,10 +294,12 @@ def inventory(args: argparse.Namespace, root: Path) -> dict[str, object]:
         "inventory_classify_grouped_cpu_seconds": round(classified_grouped, 2),
         "survey_objects_floor_cpu_seconds": round(objects, 2),
         "survey_objects_floor_over_safe_open_listing": round(objects / listed, 2),
-        "inventory_write_json_cpu_seconds": round(written, 2),
+        "inventory_check_output_cpu_seconds": round(checked, 3),
+        "inventory_write_json_cpu_seconds": round(written, 3),
         "json_dumps_compact_cpu_seconds": round(compact, 2),
         "inventory_read_both_sides_over_safe_open_listing": round(reading / listed, 2),
         "inventory_survey_over_safe_open_listing": round(surveyed / listed, 2),
+        "inventory_check_output_over_safe_open_listing": round(checked / listed, 2),
         "inventory_write_json_over_safe_open_listing": round(written / listed, 2),
         "json_dumps_compact_over_safe_open_listing": round(compact / listed, 2),
         "inventory_diff_over_safe_open_listing": round(ours / listed, 2),
