@@ -9,6 +9,8 @@
   * the floor of the rules case: reading the reference tensors once and transposing
     them with numpy (no comparison), whole and tile by tile (cache-blocked), against the
     plain case;
+  * cast: the reference's tensors in BF16, the candidate's the same values in F32 (as a
+    BF16 -> F32 cast gives them), compared through a cast rule, against the plain case;
   * memory: the peak RSS of a process doing each comparison, against one tensor's size
     and the dump's size (bounded by a few tensors, never a whole dump).
 Files are written first, so both sides read from the page cache. Medians of --repeats.
@@ -35,16 +37,21 @@ from gates.tensors.compare import Selection, compare_dumps
 from gates.tensors.layout import open_dump
 from gates.tensors.writer import RawTensor, write_step
 
-RULES = {
-    "rules": [
-        {"kind": "transpose", "match": "{prefix}.{proj:gate_proj|up_proj|down_proj}.weight"},
-        {
-            "kind": "fuse",
-            "sources": ["{prefix}.gate_proj.weight", "{prefix}.up_proj.weight"],
-            "target": "{prefix}.up_gate_proj.weight",
-            "axis": 1,
-        },
-    ]
+PROJECTIONS = "{prefix}.{proj:gate_proj|up_proj|down_proj}.weight"
+RULES: dict[str, dict[str, object]] = {
+    "plain": {},
+    "layouts": {
+        "rules": [
+            {"kind": "transpose", "match": PROJECTIONS},
+            {
+                "kind": "fuse",
+                "sources": ["{prefix}.gate_proj.weight", "{prefix}.up_proj.weight"],
+                "target": "{prefix}.up_gate_proj.weight",
+                "axis": 1,
+            },
+        ]
+    },
+    "cast": {"rules": [{"kind": "cast", "match": PROJECTIONS, "dtype": "F32"}]},
 }
 
 
@@ -52,8 +59,19 @@ def _f32(name: str, array: np.ndarray) -> RawTensor:
     return RawTensor(name, "F32", tuple(array.shape), np.ascontiguousarray(array).tobytes())
 
 
-def write_pair(root: Path, size_mib: int, tensor_mib: int, *, layouts: bool) -> tuple[Path, Path]:
-    """Two dumps of equal content; with ``layouts``, torch against Paddle layout."""
+def _bf16(name: str, array: np.ndarray) -> RawTensor:
+    truncated = (array.view(np.uint32) >> 16).astype(np.uint16)
+    return RawTensor(name, "BF16", tuple(array.shape), truncated.tobytes())
+
+
+def _widened(name: str, array: np.ndarray) -> RawTensor:
+    """The F32 tensor a BF16 -> F32 cast makes of `_bf16`'s."""
+    return _f32(name, (array.view(np.uint32) & np.uint32(0xFFFF0000)).view(np.float32))
+
+
+def write_pair(root: Path, size_mib: int, tensor_mib: int, *, kind: str) -> tuple[Path, Path]:
+    """Two dumps of equal content: the same (plain), torch against Paddle layout
+    (layouts), BF16 against the F32 of the same values (cast)."""
     rng = np.random.default_rng(0)
     side = int((tensor_mib * 1024 * 1024 // 4) ** 0.5)  # square F32 tensors
     per_step = 12  # four layers of gate, up, down
@@ -64,12 +82,14 @@ def write_pair(root: Path, size_mib: int, tensor_mib: int, *, layouts: bool) -> 
         for layer in range(per_step // 3):
             prefix = f"model.layers.{layer}.mlp"
             gate, up, down = (rng.standard_normal((side, side), dtype=np.float32) for _ in range(3))
-            ref_tensors += [
-                _f32(f"{prefix}.gate_proj.weight", gate),
-                _f32(f"{prefix}.up_proj.weight", up),
-                _f32(f"{prefix}.down_proj.weight", down),
+            named = [
+                (f"{prefix}.{proj}_proj.weight", t)
+                for proj, t in zip(PARTS, (gate, up, down), strict=True)
             ]
-            if layouts:
+            ref_tensors += [(_bf16 if kind == "cast" else _f32)(n, t) for n, t in named]
+            if kind == "cast":
+                cand_tensors += [_widened(n, t) for n, t in named]
+            elif kind == "layouts":
                 fused = np.concatenate([gate.T, up.T], axis=1)
                 cand_tensors += [
                     _f32(f"{prefix}.up_gate_proj.weight", fused),
@@ -83,8 +103,11 @@ def write_pair(root: Path, size_mib: int, tensor_mib: int, *, layouts: bool) -> 
     return ref, cand
 
 
-def compare(ref: Path, cand: Path, rules: bool) -> None:
-    ruleset = RuleSet.model_validate(RULES) if rules else RuleSet()
+PARTS = ("gate", "up", "down")
+
+
+def compare(ref: Path, cand: Path, rules: str) -> None:
+    ruleset = RuleSet.model_validate(RULES[rules])
     found = compare_dumps(
         open_dump(ref, "ref"), open_dump(cand, "cand"), ruleset, Selection(phases=("grad",))
     )
@@ -130,12 +153,12 @@ def cmp_all(ref: Path, cand: Path) -> None:
         subprocess.run(["cmp", "-s", str(left), str(right)], check=True)
 
 
-def peak_rss_mib(ref: Path, cand: Path, rules: bool) -> float:
+def peak_rss_mib(ref: Path, cand: Path, rules: str) -> float:
     """Peak RSS of a fresh process that does one comparison (and its imports)."""
     code = (
         "import sys; sys.path.insert(0, 'bench'); import bench_tensors as b; "
         f"b.compare(__import__('pathlib').Path({str(ref)!r}), "
-        f"__import__('pathlib').Path({str(cand)!r}), {rules}); "
+        f"__import__('pathlib').Path({str(cand)!r}), {rules!r}); "
         # VmHWM: this process's own peak (ru_maxrss would inherit the parent's at fork)
         "print([l.split()[1] for l in open('/proc/self/status') if l.startswith('VmHWM')][0])"
     )
@@ -158,17 +181,20 @@ def main() -> int:
     work = Path(tempfile.mkdtemp(prefix="bench-tensors-"))
     try:
         plain_ref, plain_cand = write_pair(
-            work / "plain", args.size_mib, args.tensor_mib, layouts=False
+            work / "plain", args.size_mib, args.tensor_mib, kind="plain"
         )
         rules_ref, rules_cand = write_pair(
-            work / "rules", args.size_mib, args.tensor_mib, layouts=True
+            work / "rules", args.size_mib, args.tensor_mib, kind="layouts"
         )
+        cast_ref, cast_cand = write_pair(work / "cast", args.size_mib, args.tensor_mib, kind="cast")
         size = sum(p.stat().st_size for p in (plain_ref / "tensors").rglob("*.safetensors"))
         cmp_all(plain_ref, plain_cand)  # warm the page cache for both
-        compare(rules_ref, rules_cand, True)  # and check the rules case is aligned
+        compare(rules_ref, rules_cand, "layouts")  # and check the rules cases are aligned
+        compare(cast_ref, cast_cand, "cast")
         t_cmp = median_seconds(lambda: cmp_all(plain_ref, plain_cand), args.repeats)
-        t_plain = median_seconds(lambda: compare(plain_ref, plain_cand, False), args.repeats)
-        t_rules = median_seconds(lambda: compare(rules_ref, rules_cand, True), args.repeats)
+        t_plain = median_seconds(lambda: compare(plain_ref, plain_cand, "plain"), args.repeats)
+        t_rules = median_seconds(lambda: compare(rules_ref, rules_cand, "layouts"), args.repeats)
+        t_cast = median_seconds(lambda: compare(cast_ref, cast_cand, "cast"), args.repeats)
         t_floor = median_seconds(lambda: transpose_floor(rules_ref), args.repeats)
         t_blocked = median_seconds(lambda: blocked_transpose_floor(rules_ref), args.repeats)
         results: dict[str, object] = {
@@ -184,8 +210,11 @@ def main() -> int:
             "blocked_transpose_copy_s": round(t_blocked, 3),
             "blocked_transpose_copy_vs_plain": round(t_plain / t_blocked, 2),
             "rules_vs_blocked_transpose_copy": round(t_blocked / t_rules, 2),
-            "plain_peak_rss_mib": round(peak_rss_mib(plain_ref, plain_cand, False)),
-            "rules_peak_rss_mib": round(peak_rss_mib(rules_ref, rules_cand, True)),
+            "cast_s": round(t_cast, 3),
+            "cast_vs_plain": round(t_plain / t_cast, 2),
+            "plain_peak_rss_mib": round(peak_rss_mib(plain_ref, plain_cand, "plain")),
+            "rules_peak_rss_mib": round(peak_rss_mib(rules_ref, rules_cand, "layouts")),
+            "cast_peak_rss_mib": round(peak_rss_mib(cast_ref, cast_cand, "cast")),
         }
         report(results, OUT / "bench_tensors.json")
         print(json.dumps({"throughput_plain_mib_s": round(size / 2**20 / t_plain)}))

@@ -92,7 +92,13 @@ def _f32_to_bf16(raw: np.ndarray) -> np.ndarray:
 
 
 def _via_float(raw: np.ndarray, source: str, target: str) -> np.ndarray:
-    values: np.ndarray = raw.view(FLOATS[source]).astype(FLOATS[target])
+    import numpy  # noqa: PLC0415
+
+    # a signalling NaN comes out quiet and a value too large for the narrower dtype as an
+    # infinity, as the frameworks' casts give them: numpy's warnings about either are noise
+    # on the user's terminal (and an error under `python -W error`)
+    with numpy.errstate(invalid="ignore", over="ignore"):
+        values: np.ndarray = raw.view(FLOATS[source]).astype(FLOATS[target])
     return values.view(RAW[DTYPE_BITS[target]])
 
 
