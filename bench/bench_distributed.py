@@ -45,7 +45,7 @@ from gates.checkpoints.layout import load_checkpoint
 from gates.checkpoints.survey import _made, classify, classify_grouped, survey
 from gates.checkpoints.survey import inventory as listed_tensors
 from gates.commands.checkpoint import resolve_rules
-from gates.commands.inventory import collector_paused, diff, survey_document
+from gates.commands.inventory import collector_paused, diff, render_text, survey_document
 from gates.echo import Output
 from gates.engine.inputs import load_inputs
 from gates.hashing import StatCache
@@ -273,6 +273,8 @@ def inventory(args: argparse.Namespace, root: Path) -> dict[str, object]:
     )
     vouched = check_output(ArtifactKind.STRUCTURE_PARITY, parity, where)
     written = median_cpu_seconds(lambda: pretty_json_bytes(parity, checked=vouched), args.repeats)
+    with collector_paused():  # as the command renders it
+        reported = median_cpu_seconds(lambda: render_text(parity, found), args.repeats)
     # what the standard library's C encoder takes without indentation (before orjson, the
     # least a JSON writer did; not gates' format)
     compact = median_cpu_seconds(lambda: json.dumps(parity, sort_keys=True), args.repeats)
@@ -296,6 +298,7 @@ def inventory(args: argparse.Namespace, root: Path) -> dict[str, object]:
         "survey_objects_floor_over_safe_open_listing": round(objects / listed, 2),
         "inventory_check_output_cpu_seconds": round(checked, 3),
         "inventory_write_json_cpu_seconds": round(written, 3),
+        "inventory_text_report_cpu_seconds": round(reported, 3),
         "json_dumps_compact_cpu_seconds": round(compact, 2),
         "inventory_read_both_sides_over_safe_open_listing": round(reading / listed, 2),
         "inventory_survey_over_safe_open_listing": round(surveyed / listed, 2),

@@ -30,3 +30,39 @@ def test_by_family_counts_and_keeps_the_first_name() -> None:
         ("m.layers.{L}.norm", 1, "m.layers.1.norm"),
         ("m.{N}.{N}", 1, "m.1.2"),
     ]
+
+
+def test_families_by_shape_are_each_names_family() -> None:
+    """Many names a call, their numbers mostly whole parts (the families of their shapes) and
+    now and then a number inside a part (one shape, two families), a `#`, a non-ASCII digit
+    or a newline: every way gives each name the family `family` gives it."""
+    rng = random.Random(22)  # noqa: S311 - reproducible test inputs
+    words, numbers = ["model", "layers", "experts", "mlp", "w", "", "{N}"], ["0", "7", "12", "007"]
+    odd = ["w1", "w2", "1x", "2x", "#", "1#", "\u00b2", "a\nb"]
+    whole = 0
+    for _ in range(2000):
+        names = [
+            ".".join(rng.choice(words + numbers) for _ in range(rng.randint(1, 7)))
+            for _ in range(rng.randint(0, 30))
+        ]
+        for _ in range(rng.randint(0, 3) if rng.random() < 0.3 else 0):
+            names.insert(rng.randint(0, len(names)), f"m.{rng.choice(odd)}.3.w")
+        whole += not any(part in odd for name in names for part in name.split("."))
+        assert families(names) == [family(name) for name in names]
+    assert whole > 1000, "most calls find every number a whole part"
+
+
+def test_families_of_many_names_are_each_names_family() -> None:
+    """Tens of thousands of names, as a full-size survey has, with stretches of names no
+    shape decides (a number inside a part, a non-ASCII digit, a newline) among them."""
+    rng = random.Random(23)  # noqa: S311 - reproducible test inputs
+    names = [
+        f"model.layers.{layer}.mlp.experts.{expert}.{leaf}.weight"
+        for layer in range(40)
+        for expert in range(256)
+        for leaf in ("up_proj", "down_proj")
+    ]
+    for odd in ("w{}", "\u00b2{}", "a\nb{}"):
+        start = rng.randrange(len(names))
+        names[start : start + 50] = [f"model.layers.3.{odd.format(n % 3)}.{n}" for n in range(50)]
+    assert families(names) == [family(name) for name in names]

@@ -3,23 +3,24 @@
 from __future__ import annotations
 
 import contextlib
-import functools
 import gc
-from collections.abc import Callable, Iterator
+from collections import Counter, defaultdict
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
+from operator import attrgetter
 from pathlib import Path
 
 from gates import exitcodes
 from gates.canonical import indented_json
 from gates.checkers.outputs import write_checker_output
 from gates.checkpoints.check import check_checkpoint
-from gates.checkpoints.survey import Survey, as_json, survey
+from gates.checkpoints.survey import Difference, Survey, as_json, survey
 from gates.commands.checkpoint import resolve_rules
 from gates.echo import Output
 from gates.engine.inputs import AuditInputs
 from gates.external import locate
 from gates.hashing import StatCache
-from gates.naming.families import by_family, grouped
+from gates.naming.families import by_family, families, ranked
 from gates.receipts.model import ArtifactKind, Receipt
 from gates.workspace import roots_of
 
@@ -63,10 +64,22 @@ def _more(shown: int, total: int) -> list[str]:
     )
 
 
-@functools.cache
 def _explained_by(klass: str, rules: tuple[str, ...]) -> str:
-    """The group of an explained difference: a few dozen distinct ones for 60,000."""
+    """The group an explained difference is shown under."""
     return f"{klass:<7} {', '.join(rules)}"
+
+
+def _explained(differences: Sequence[Difference]) -> dict[str, Counter[str]]:
+    """How many explained differences are in each family, under their class and rules
+    (sorted): the families of all their names at once, counted with their classes and rules
+    in C, then named per distinct class, rules and family (a few dozen for 60,000)."""
+    explained = [d for d in differences if d.klass != "structural" and d.reference]
+    klasses, rules = map(attrgetter("klass"), explained), map(attrgetter("rules"), explained)
+    named = families([d.reference[0] for d in explained])
+    by_group: defaultdict[str, Counter[str]] = defaultdict(Counter)
+    for (klass, applied, kin), count in Counter(zip(klasses, rules, named, strict=True)).items():
+        by_group[_explained_by(klass, applied)][kin] += count
+    return dict(sorted(by_group.items()))
 
 
 def render_text(document: dict[str, object], found: Survey) -> str:
@@ -89,25 +102,21 @@ def render_text(document: dict[str, object], found: Survey) -> str:
     structural = found.structural
     if structural:
         details = {(d.reference or d.candidate)[0]: d.detail for d in structural}
-        families = by_family(details)
-        lines.append(f"structural: {len(structural)} in {_families(len(families))}")
-        for key, count, first in families[:10]:
+        by_families = by_family(details)
+        lines.append(f"structural: {len(structural)} in {_families(len(by_families))}")
+        for key, count, first in by_families[:10]:
             lines.append(f"  {count:>6}  {key}")
             lines.append(f"          e.g. {first}: {details[first]}")
-        lines += _more(10, len(families))
-    explained = grouped(
-        (_explained_by(d.klass, d.rules), d.reference[0])
-        for d in found.differences
-        if d.klass != "structural" and d.reference
-    )
+        lines += _more(10, len(by_families))
+    explained = _explained(found.differences)
     if explained:
         lines.append("explained by rules:")
-        for key, names in explained.items():
-            families = by_family(names)
-            lines.append(f"  {key}: {len(names)} in {_families(len(families))}")
-            lines += [f"    {count:>6}  {fam}" for fam, count, _ in families[:FIRST]]
-            if len(families) > FIRST:
-                more = len(families) - FIRST
+        for key, tally in explained.items():
+            largest = ranked(tally)
+            lines.append(f"  {key}: {tally.total()} in {_families(len(largest))}")
+            lines += [f"    {count:>6}  {fam}" for fam, count in largest[:FIRST]]
+            if len(largest) > FIRST:
+                more = len(largest) - FIRST
                 lines.append(f"    ... and {more} more famil{'y' if more == 1 else 'ies'}")
     return "\n".join(lines)
 

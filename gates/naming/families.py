@@ -8,8 +8,8 @@ a full-size checkpoint read as a few dozen families with counts.
 from __future__ import annotations
 
 import re
-from collections import Counter, defaultdict
-from collections.abc import Iterable
+from collections import Counter
+from collections.abc import Iterable, Mapping
 
 _PLACEHOLDERS = {"layers": "{L}", "experts": "{E}"}
 
@@ -35,31 +35,62 @@ _NUMBER_PARTS = (
 )
 
 
-def families(names: list[str]) -> list[str]:
-    """`family` of each name: three substitutions over the names joined, where they are
-    ASCII (`str.isdigit` and `[0-9]` agree there) and hold no newline."""
+def _substituted(names: list[str]) -> list[str]:
+    """`family` of each ASCII name without a newline, by the three substitutions."""
     joined = "." + ".\n.".join(names) + "."
-    if not names or not joined.isascii() or joined.count("\n") != len(names) - 1:
-        return list(map(family, names))
     for pattern, placeholder in _NUMBER_PARTS:
         joined = pattern.sub(placeholder, joined)
     return joined[1:-1].split(".\n.")
+
+
+# A name's shape: each of its digits a zero. Where every digit stands in a part of digits
+# alone, the names of one shape are in its family (`family` tells a number part only by its
+# being digits and by the part before it), and 60,000 names have a few dozen shapes.
+_ZEROED = str.maketrans("123456789", "0" * 9)
+
+
+def _digits_alone(shape: str) -> bool:
+    """Every digit of the shape stands in a part of digits alone (`fc1` and `fc2`, one
+    shape, are two families)."""
+    return not any("0" in part and part.strip("0") for part in shape.split("."))
+
+
+def _in_families(names: list[str]) -> list[str]:
+    """`family` of each name, where the names are ASCII (`str.isdigit` and `[0-9]` agree
+    there) and hold no newline: the family of each distinct shape where every digit stands
+    alone (a translation, a split and a lookup per name, in C), else the substitutions."""
+    joined = "\n".join(names)
+    shapes = joined.translate(_ZEROED).split("\n")
+    if not joined.isascii() or len(shapes) != len(names):  # a newline in a name, or no name
+        return list(map(family, names))
+    distinct = dict.fromkeys(shapes)
+    if all(map(_digits_alone, distinct)):
+        of_shape = {shape: family(shape) for shape in distinct}
+        return list(map(of_shape.__getitem__, shapes))
+    return _substituted(names)
+
+
+#: names at a time: their text joined stays in the processor's cache (at 60,000 names, a fifth
+#: less CPU than all at once)
+_CHUNK = 4096
+
+
+def families(names: list[str]) -> list[str]:
+    """`family` of each name, `_CHUNK` names at a time."""
+    found: list[str] = []
+    for start in range(0, len(names), _CHUNK):
+        found += _in_families(names[start : start + _CHUNK])
+    return found
+
+
+def ranked(counts: Mapping[str, int]) -> list[tuple[str, int]]:
+    """(family, count) of each family, largest first, then by family."""
+    return sorted(counts.items(), key=lambda kv: (-kv[1], kv[0]))
 
 
 def by_family(names: Iterable[str]) -> list[tuple[str, int, str]]:
     """(family, count, first name) for each family, largest first, then by family."""
     listed = list(names)
     keys = families(listed)
-    counts = Counter(keys)
     first = dict(zip(reversed(keys), reversed(listed), strict=True))  # the first one wins
-    return [
-        (key, n, first[key]) for key, n in sorted(counts.items(), key=lambda kv: (-kv[1], kv[0]))
-    ]
-
-
-def grouped(items: Iterable[tuple[str, str]]) -> dict[str, list[str]]:
-    """Names grouped under a key (e.g. the rules that explain them), keys sorted."""
-    groups: defaultdict[str, list[str]] = defaultdict(list)
-    for key, name in items:
-        groups[key].append(name)
-    return dict(sorted(groups.items()))
+    return [(key, n, first[key]) for key, n in ranked(Counter(keys))]
