@@ -41,7 +41,7 @@ from safetensors import safe_open
 from safetensors.numpy import save_file
 
 from gates.checkpoints.check import check_checkpoint
-from gates.checkpoints.layout import INDEX_NAME, Located, load_checkpoint
+from gates.checkpoints.layout import INDEX_NAME, Located, json_loads_exactly, load_checkpoint
 from gates.hashing import StatCache
 from gates.safetensors.header import _CANONICAL_ENTRY, FIRST_READ, OPEN_FLAGS, new_entries
 
@@ -132,7 +132,7 @@ def objects_floor(shards: list[Path]) -> None:
         entries = new_entries(fields)  # tuple.__new__, as the reader builds them
         located = map(tuple.__new__, repeat(Located), zip(repeat(path.name), entries))
         placed.update(zip(names, located, strict=True))
-    json.loads((shards[0].parent / INDEX_NAME).read_bytes())
+    json_loads_exactly((shards[0].parent / INDEX_NAME).read_bytes())  # as the reader does
 
 
 def syscalls_floor(shards: list[Path]) -> None:
