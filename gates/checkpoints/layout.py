@@ -102,11 +102,11 @@ def json_loads_exactly(raw: bytes) -> Any:
     """``json.loads(raw)``: its value, or its exception, exactly; by orjson (0.6x to 0.8x
     the time on a 60,000-tensor index) where its value is the same, else by ``json.loads``.
 
-    orjson refuses much that ``json.loads`` takes (a repeated key it takes as json.loads
-    does, the last value in the first place): NaN and Infinity, a lone surrogate, a byte
-    order mark, other encodings than UTF-8, a number beyond the float range; each then goes
-    to ``json.loads``. What orjson does take it reads as ``json.loads`` reads the same
-    UTF-8 text (no BOM, no NUL: ``json.loads`` decodes it as UTF-8), but for the numbers:
+    orjson refuses much that ``json.loads`` takes: NaN and Infinity, a lone surrogate, a
+    byte order mark, other encodings than UTF-8, a number beyond the float range; each then
+    goes to ``json.loads``. What orjson takes it reads as ``json.loads`` reads the same text
+    (bytes without a BOM or a NUL, which ``json.loads`` decodes as UTF-8; a repeated key
+    keeps its last value in its first place in both), but for the numbers and the depth:
     its answer is kept only where `_as_json_loads_reads` it."""
     import orjson  # noqa: PLC0415  (only a sharded checkpoint's index needs it)
 

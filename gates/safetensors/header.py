@@ -346,9 +346,9 @@ def _canonical_entries(
             return None
         return _laid_out(names, dtypes, shapes, (firsts, stops), buffer_size)
     # In offset order, as the library writes: each tensor starts where the one before it
-    # ends, the first at 0; every size is positive, so ends that add up the sizes, the
-    # last at the buffer's end (and within u64, as every end then is), lay the tensors
-    # out contiguously, without overlap.
+    # ends, the first at 0; every size is positive, so ends that are the running sums of
+    # the sizes, the last at the buffer's end (and within u64, as every sum then is), lay
+    # the tensors out contiguously, without overlap.
     stops = list(accumulate(map(read.sizes.__getitem__, kinds)))
     if stops[-1] != buffer_size or buffer_size > USIZE_MAX or _integers(ends) != stops:
         return None
