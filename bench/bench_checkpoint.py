@@ -41,9 +41,9 @@ from safetensors import safe_open
 from safetensors.numpy import save_file
 
 from gates.checkpoints.check import check_checkpoint
-from gates.checkpoints.layout import _NEW_LOCATED, INDEX_NAME, Located, load_checkpoint
+from gates.checkpoints.layout import INDEX_NAME, Located, json_loads_exactly, load_checkpoint
 from gates.hashing import StatCache
-from gates.safetensors.header import _CANONICAL_ENTRY, _NEW_ENTRY, FIRST_READ, OPEN_FLAGS
+from gates.safetensors.header import _CANONICAL_ENTRY, FIRST_READ, OPEN_FLAGS, new_entries
 
 REPO = Path(__file__).resolve().parent.parent
 SHARDS = 8
@@ -129,9 +129,10 @@ def objects_floor(shards: list[Path]) -> None:
         dims = {s: tuple(map(int, s.split(","))) for s in set(shapes)}
         shaped = map(dims.__getitem__, shapes)
         fields = zip(names, dtypes, shaped, map(int, starts), map(int, ends), strict=True)
-        entries = map(_NEW_ENTRY, fields)  # tuple.__new__, as the reader builds them
-        placed.update(zip(names, map(_NEW_LOCATED, zip(repeat(path.name), entries)), strict=True))
-    json.loads((shards[0].parent / INDEX_NAME).read_bytes())
+        entries = new_entries(fields)  # tuple.__new__, as the reader builds them
+        located = map(tuple.__new__, repeat(Located), zip(repeat(path.name), entries))
+        placed.update(zip(names, located, strict=True))
+    json_loads_exactly((shards[0].parent / INDEX_NAME).read_bytes())  # as the reader does
 
 
 def syscalls_floor(shards: list[Path]) -> None:
