@@ -11,7 +11,7 @@ import tomllib
 import pytest
 
 from bench.glm52_keyset import load_config, reference_keyset
-from gates.naming.by_family import binds_numbers_alike, expect_by_family, index
+from gates.naming.by_family import _by_substitution, binds_numbers_alike, expect_by_family, index
 from gates.naming.rules import Expectation, RuleSet, expect
 from tests.helpers import REPO_ROOT
 
@@ -242,3 +242,35 @@ def test_a_fusion_that_names_one_tensor_twice_is_a_rule_problem_not_a_crash() ->
         assert function(reference, ruleset).problems == [
             "rule fuse#1: the sources name m.1.g twice; fuse distinct tensors"
         ]
+
+
+SHAPED_PARTS = ["model", "layers", "experts", "mlp", "w", "", "0", "9", "10", "077", "123456"]
+
+
+def test_families_by_shape_are_the_substitution_s() -> None:
+    """`index` reads a name's family and numbers from its shape (each digit a zero) where
+    every digit stands in a part of digits alone: the same families, members, order and
+    numbers as the substitution over all names (kept for names like `fc1`)."""
+    rng = random.Random(77)  # noqa: S311 - reproducible test inputs
+    by_shape = 0
+    for _ in range(1500):
+        if rng.random() < 0.5:
+            names = list(random_inventory(rng))
+        else:
+            names = [
+                ".".join(rng.choice(SHAPED_PARTS) for _ in range(rng.randint(1, 6)))
+                for _ in range(rng.randint(1, 30))
+            ]
+        if rng.random() < 0.1:
+            names.append(rng.choice(["fc1.weight", "model.w2", "a.1b.c", "x.b2"]))
+        if not names:
+            assert index(names) == []
+            continue
+        found = index(names)
+        if found is None:  # a brace, a newline, a non-ASCII character: neither path
+            continue
+        assert found == _by_substitution(names)
+        by_shape += not any(
+            any(c.isdigit() for c in p) and not p.isdigit() for n in names for p in n.split(".")
+        )
+    assert by_shape > 500  # the shape path decided most of them

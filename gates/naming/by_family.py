@@ -25,9 +25,10 @@ from collections import defaultdict
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from itertools import compress, repeat, starmap
-from operator import add, attrgetter, eq, itemgetter, not_
+from operator import add, attrgetter, call, eq, itemgetter, not_
 from typing import Any
 
+from gates.naming.families import ZEROED, digits_alone
 from gates.naming.rule_kinds import Cast, Fuse, Rename, Rule, RuleError, Transpose
 from gates.naming.rules import (
     _APPLY,
@@ -76,12 +77,73 @@ def index(names: list[str]) -> Families | None:
         return None
     if joined.count("\n") != max(len(names) - 1, 0):
         return None
+    if not names:
+        return []
+    shapes = joined.translate(ZEROED).split("\n")
+    kinds = {shape: _ShapeKind.of(shape) for shape in dict.fromkeys(shapes)}
+    if None in kinds.values():
+        return _by_substitution(names)
+    return _by_shape(names, shapes, kinds)  # type: ignore[arg-type]
+
+
+def _by_substitution(names: list[str]) -> Families:
+    """`index` of plain names by the number parts' substitution over them all: the
+    reference, and the way for names with a digit inside a part (`fc1`)."""
     grouped: defaultdict[str, list[str]] = defaultdict(list)
     dotted = "." + ".\n.".join(names) + "."
-    keys = _NUMBER_PART.sub(".{}", dotted).split("\n") if names else []
+    keys = _NUMBER_PART.sub(".{}", dotted).split("\n")
     for key, name in zip(keys, names, strict=True):
         grouped[key].append(name)
     return [_family(key, members) for key, members in grouped.items()]
+
+
+@dataclass(frozen=True)
+class _ShapeKind:
+    """What the names of one shape (`gates.naming.families.ZEROED`: each digit a zero)
+    share when each of their digits stands in a part of digits alone: the family's key and
+    template, and where their numbers are, the same characters in each name."""
+
+    key: str
+    template: str
+    numbers: Callable[[str], Any]  # a name -> its number parts (one, or a tuple of them)
+    count: int
+
+    @staticmethod
+    def of(shape: str) -> _ShapeKind | None:
+        if not digits_alone(shape):
+            return None  # `fc1`, `w2`: a digit inside a part, for the substitution to judge
+        dotted = "." + shape + "."
+        spans = [found.span(1) for found in _NUMBER.finditer(dotted)]
+        slices = [slice(start - 1, end - 1) for start, end in spans]  # in the name, undotted
+        key = _NUMBER_PART.sub(".{}", dotted)
+        fields = iter(range(len(slices)))
+        parts = [("{" + str(next(fields)) + "}" if p == "{}" else p) for p in key[1:-1].split(".")]
+        getter = itemgetter(*slices) if slices else itemgetter(slice(0, 0))
+        return _ShapeKind(key, ".".join(parts), getter, len(slices))
+
+
+def _by_shape(names: list[str], shapes: list[str], kinds: dict[str, _ShapeKind]) -> Families:
+    """`index` where each shape's digits stand alone: a name's family is its shape's, and
+    its numbers are the characters its shape's digits are at (read in C, no regex pass)."""
+    of_name = list(map(kinds.__getitem__, shapes))
+    numbers = list(map(call, map(_NUMBERS_OF, of_name), names))
+    members: defaultdict[str, list[int]] = defaultdict(list)
+    for key, at in zip(map(_KEY_OF, of_name), range(len(names)), strict=True):
+        members[key].append(at)
+    families = []
+    for positions in members.values():
+        kind = of_name[positions[0]]
+        picked = list(map(names.__getitem__, positions))
+        found = list(map(numbers.__getitem__, positions))
+        if kind.count == 0:
+            found = [()] * len(positions)
+        elif kind.count == 1:
+            found = list(zip(found))
+        families.append(Family(kind.template, picked, found))
+    return families
+
+
+_NUMBERS_OF, _KEY_OF = attrgetter("numbers"), attrgetter("key")
 
 
 def _family(dotted: str, names: list[str]) -> Family:

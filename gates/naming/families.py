@@ -46,10 +46,10 @@ def _substituted(names: list[str]) -> list[str]:
 # A name's shape: each of its digits a zero. Where every digit stands in a part of digits
 # alone, the names of one shape are in its family (`family` tells a number part only by its
 # being digits and by the part before it), and 60,000 names have a few dozen shapes.
-_ZEROED = str.maketrans("123456789", "0" * 9)
+ZEROED = str.maketrans("123456789", "0" * 9)
 
 
-def _digits_alone(shape: str) -> bool:
+def digits_alone(shape: str) -> bool:
     """Every digit of the shape stands in a part of digits alone (`fc1` and `fc2`, one
     shape, are two families)."""
     return not any("0" in part and part.strip("0") for part in shape.split("."))
@@ -60,11 +60,11 @@ def _in_families(names: list[str]) -> list[str]:
     there) and hold no newline: the family of each distinct shape where every digit stands
     alone (a translation, a split and a lookup per name, in C), else the substitutions."""
     joined = "\n".join(names)
-    shapes = joined.translate(_ZEROED).split("\n")
+    shapes = joined.translate(ZEROED).split("\n")
     if not joined.isascii() or len(shapes) != len(names):  # a newline in a name, or no name
         return list(map(family, names))
     distinct = dict.fromkeys(shapes)
-    if all(map(_digits_alone, distinct)):
+    if all(map(digits_alone, distinct)):
         of_shape = {shape: family(shape) for shape in distinct}
         return list(map(of_shape.__getitem__, shapes))
     return _substituted(names)
