@@ -17,8 +17,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from functools import cached_property, partial
 from itertools import compress, repeat, starmap
-from operator import add, eq, not_
-from typing import NamedTuple, Protocol
+from operator import eq, not_
+from typing import Any, NamedTuple, Protocol
 
 from gates.checkpoints.layout import Checkpoint
 from gates.naming.by_family import expect_by_family
@@ -115,6 +115,7 @@ def _klass(node: _Tree) -> str:
 #: a `Difference` from a tuple of its fields, without a Python call
 _made: Callable[[tuple[str, tuple[str, ...], tuple[str, ...], tuple[str, ...], str]], Difference]
 _made = partial(tuple.__new__, Difference)
+_NEW_TUPLE: Any = tuple.__new__
 
 
 def survey(
@@ -251,9 +252,10 @@ def classify_grouped(
         klass, rules = _klass(plan), plan.rules
         for leaf in plan.leaves():
             sources = list(starmap(leaf.template.format, numbers))
-            details = map(add, map(add, sources, repeat(" -> ")), targets)
+            details = map(" -> ".join, zip(sources, targets, strict=True))
             rows = zip(repeat(klass), zip(sources), zip(targets), repeat(rules), details)
-            by_leaf.update(zip(sources, map(_made, rows), strict=True))
+            made = map(_NEW_TUPLE, repeat(Difference), rows)  # no call per row from Python
+            by_leaf.update(zip(sources, made, strict=True))
     differences = list(map(by_leaf.__getitem__, sorted(by_leaf)))
     return count, lambda: _matched_nodes(matched), differences, names
 
