@@ -12,14 +12,12 @@ from collections import Counter
 
 import pytest
 
-from bench.glm52_keyset import load_config, paddle_keyset, reference_keyset
 from gates.checkpoints.survey import Difference, Found, Survey, classify, classify_grouped
 from gates.commands.inventory import render_text
 from gates.naming.families import family
 from gates.naming.grouped import expect_grouped
-from gates.naming.rules import expect
-from tests.test_naming_families import Inventory, random_case, shipped_rules
-from tests.test_survey_classify import _spoiled
+from tests.test_naming_families import Inventory
+from tests.test_survey_classify import full_size_pair, random_surveys
 
 DOCUMENT = {"reference": {"path": "r", "problems": []}, "candidate": {"path": "c", "problems": []}}
 
@@ -87,15 +85,7 @@ def surveyed(
 def test_the_report_counts_families_as_name_by_name_on_random_surveys() -> None:
     rng = random.Random(2029)  # noqa: S311 - reproducible test inputs
     grouped = explained = 0
-    for _ in range(450):
-        reference, _, _, ruleset = random_case(rng)
-        if ruleset is None:
-            continue
-        try:
-            nodes = expect(reference, ruleset).nodes
-        except ValueError:
-            continue
-        found = _spoiled(rng, nodes)
+    for reference, _, _, ruleset, nodes, found in random_surveys(rng, 450):
         matched, differences = classify(nodes, found)
         by_nodes = surveyed(reference, found, differences, set(nodes), len(matched))
         assert_sections(by_nodes)
@@ -145,11 +135,8 @@ def test_surveys_made_to_catch_a_shortcut(odd: list[str]) -> None:
 
 @pytest.mark.slow
 def test_the_full_size_key_set_through_the_shipped_rules() -> None:
-    config = load_config()
-    mtp = config["num_hidden_layers"]
-    reference = reference_keyset(config)
-    found = paddle_keyset(reference, mtp, drop_mtp_indexer=True)
-    groups = expect_grouped(reference, shipped_rules(str(mtp)))
+    reference, found, ruleset = full_size_pair()
+    groups = expect_grouped(reference, ruleset)
     assert groups is not None, "the shipped rules take the grouped path"
     count, _, differences, names = classify_grouped(groups.groups, found)
     full = surveyed(reference, found, differences, names, count)

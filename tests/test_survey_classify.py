@@ -5,13 +5,21 @@ from __future__ import annotations
 
 import json
 import random
+from collections.abc import Iterator
+from typing import NamedTuple
 
 import pytest
 
 from bench.glm52_keyset import load_config, paddle_keyset, reference_keyset
 from gates.checkpoints.survey import Difference, Found, _klass, _structural, as_json, classify
 from gates.naming.rules import Node, RuleSet, expect
-from tests.test_naming_families import random_inventory, random_rule, shipped_rules
+from tests.test_naming_families import (
+    Inventory,
+    random_case,
+    random_inventory,
+    random_rule,
+    shipped_rules,
+)
 
 
 def plain_classify(
@@ -51,6 +59,40 @@ def test_a_split_tensor_lists_both_of_its_parts() -> None:
     assert [(d.klass, d.reference, d.candidate, d.detail) for d in differences] == [
         ("naming", ("m.w",), ("m.a", "m.b"), "m.w -> m.a, m.b")
     ]
+
+
+class RandomSurvey(NamedTuple):
+    reference: Inventory
+    rules: list[dict[str, object]]
+    placeholders: dict[str, str]
+    ruleset: RuleSet
+    nodes: dict[str, Node]
+    found: Found
+
+
+def full_size_pair() -> tuple[Inventory, Found, RuleSet]:
+    """The GLM-5.2 key set, the candidate Paddle makes of it (the MTP indexer left out)
+    and the shipped rules."""
+    config = load_config()
+    mtp = config["num_hidden_layers"]
+    reference = reference_keyset(config)
+    found = paddle_keyset(reference, mtp, drop_mtp_indexer=True)
+    return reference, found, shipped_rules(str(mtp))
+
+
+def random_surveys(rng: random.Random, cases: int) -> Iterator[RandomSurvey]:
+    """Of ``cases`` random cases, each whose rules validate and apply: its expected nodes
+    and a candidate spoiled from them."""
+    for _ in range(cases):
+        reference, rules, placeholders, ruleset = random_case(rng)
+        if ruleset is None:
+            continue
+        try:
+            nodes = expect(reference, ruleset).nodes
+        except ValueError:
+            continue
+        found = _spoiled(rng, nodes)
+        yield RandomSurvey(reference, rules, placeholders, ruleset, nodes, found)
 
 
 def _spoiled(rng: random.Random, nodes: dict[str, Node]) -> Found:

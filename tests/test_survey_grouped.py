@@ -10,12 +10,11 @@ import random
 
 import pytest
 
-from bench.glm52_keyset import load_config, paddle_keyset, reference_keyset
 from gates.checkpoints.survey import Difference, Found, classify, classify_grouped
 from gates.naming.grouped import expect_grouped
 from gates.naming.rules import Node, RuleSet, expect
-from tests.test_naming_families import Inventory, random_case, shipped_rules
-from tests.test_survey_classify import _spoiled
+from tests.test_naming_families import Inventory
+from tests.test_survey_classify import full_size_pair, random_surveys
 
 Outcome = tuple[int, dict[str, Node], list[Difference], set[str]]
 
@@ -39,15 +38,7 @@ def by_groups(reference: Inventory, ruleset: RuleSet, found: Found) -> Outcome |
 def test_the_grouped_path_equals_the_node_path_on_random_rules_and_candidates() -> None:
     rng = random.Random(2028)  # noqa: S311 - reproducible test inputs
     decided = explained = 0
-    for _ in range(1500):
-        reference, rules, placeholders, ruleset = random_case(rng)
-        if ruleset is None:
-            continue
-        try:
-            nodes = expect(reference, ruleset).nodes
-        except ValueError:
-            continue
-        found = _spoiled(rng, nodes)
+    for reference, rules, placeholders, ruleset, _, found in random_surveys(rng, 1500):
         grouped = by_groups(reference, ruleset, found)
         if grouped is None:
             continue
@@ -162,11 +153,7 @@ def test_fusions_that_share_a_tensor_are_never_answered_wrongly(
 
 @pytest.mark.slow
 def test_the_full_size_key_set_through_the_shipped_rules() -> None:
-    config = load_config()
-    mtp = config["num_hidden_layers"]
-    reference = reference_keyset(config)
-    found = paddle_keyset(reference, mtp, drop_mtp_indexer=True)
-    ruleset = shipped_rules(str(mtp))
+    reference, found, ruleset = full_size_pair()
     grouped = by_groups(reference, ruleset, found)
     assert grouped is not None, "the shipped rules take the grouped path"
     assert {d.klass for d in grouped[2]} == {"naming", "layout", "dtype", "structural"}
