@@ -112,7 +112,7 @@ def _orjson_indented(
     (an int beyond 64 bits, a key that is not a string, a lone surrogate). orjson writes a
     survey's 60,000 differences about ten times faster than the record writer below."""
     unchecked = {k: v for k, v in value.items() if k not in checked} if checked else value
-    if not _plain_for_orjson(unchecked):
+    if not plain_json(unchecked):
         return None
     import orjson  # noqa: PLC0415  (only writers need it; the warm audit's imports stay few)
 
@@ -127,11 +127,12 @@ def _orjson_indented(
         return None
 
 
-def _plain_for_orjson(value: Any) -> bool:
-    """Every value in ``value``, at every level, is of a type in `_ORJSON_SAME`: a level at
-    a time, by C-level passes."""
+def plain_json(value: Any, *, depth: int = _ORJSON_DEPTH) -> bool:
+    """Every value in ``value``, at every level, is of an exact type in `_ORJSON_SAME`, in
+    at most ``depth`` levels of containers (what orjson writes and reads as the standard
+    library does): a level at a time by C-level passes."""
     level: list[Any] = [value]
-    for _ in range(_ORJSON_DEPTH):
+    for _ in range(depth + 1):
         kinds = set(map(type, level))
         if not kinds <= _ORJSON_SAME:
             return False

@@ -16,7 +16,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from pydantic import TypeAdapter, ValidationError
 
-from gates.canonical import _plain_for_orjson, pretty_json_bytes
+from gates.canonical import plain_json, pretty_json_bytes
 from gates.errors import GatesError
 from gates.outputs.models import MODELS, check_output
 from gates.outputs.structure_parity import CLASSES, DIFFERENCE_KEYS, Difference, differences_fit
@@ -219,7 +219,7 @@ def test_what_the_check_vouches_for_is_plain_and_written_as_json_dumps_writes_it
     except GatesError:
         return
     assert type(spoiled) is dict
-    assert all(_plain_for_orjson(spoiled[key]) for key in checked)
+    assert all(plain_json(spoiled[key]) for key in checked)
     try:
         text = json.dumps(spoiled, sort_keys=True, indent=2, ensure_ascii=False) + "\n"
         expected = text.encode("utf-8")

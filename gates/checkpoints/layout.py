@@ -23,6 +23,7 @@ from itertools import chain, compress, repeat
 from pathlib import Path
 from typing import Any, NamedTuple
 
+from gates.canonical import plain_json
 from gates.errors import UnsafePathError
 from gates.paths import check_relpath, resolve_inside
 from gates.safetensors.header import Header, HeaderError, TensorEntry, read_header, read_headers
@@ -89,10 +90,6 @@ def read_index_file(folder: Path) -> IndexRead | OSError | ValueError:
         return exc
 
 
-#: The types orjson reads as ``json.loads`` does; not a float (orjson reads an integer
-#: beyond 64 bits as one, and its own way of rounding is not Python's to prove equal).
-_ORJSON_SAME = frozenset({dict, list, str, int, bool, type(None)})
-_CONTAINERS = frozenset({dict, list})
 #: The nesting orjson's answer may have: ``json.loads`` reads this deep at any stack depth
 #: short of the recursion limit less this, and raises RecursionError where deeper.
 _ORJSON_DEPTH = 64
@@ -107,43 +104,16 @@ def json_loads_exactly(raw: bytes) -> Any:
     goes to ``json.loads``. What orjson takes it reads as ``json.loads`` reads the same text
     (bytes without a BOM or a NUL, which ``json.loads`` decodes as UTF-8; a repeated key
     keeps its last value in its first place in both), but for the numbers and the depth:
-    its answer is kept only where `_as_json_loads_reads` it."""
+    its answer is kept only where `gates.canonical.plain_json` holds it plain."""
     import orjson  # noqa: PLC0415  (only a sharded checkpoint's index needs it)
 
     try:
         document = orjson.loads(raw)
     except orjson.JSONDecodeError:
         return json.loads(raw)
-    return document if _as_json_loads_reads(document) else json.loads(raw)
-
-
-def _as_json_loads_reads(document: Any) -> bool:
-    """Whether orjson's ``document`` holds only values of a type in `_ORJSON_SAME`, in at
-    most `_ORJSON_DEPTH` levels of containers: checked a level at a time in C-level passes
-    over the values of the level's containers, only the containers among them kept for the
-    next (an index's 60,000 names of shards are looked at once, never listed)."""
-    if type(document) not in _ORJSON_SAME:
-        return False
-    containers = [document] if type(document) in _CONTAINERS else []
-    for _ in range(_ORJSON_DEPTH):
-        kinds = set(map(type, _values(containers)))
-        if not kinds <= _ORJSON_SAME:
-            return False
-        if kinds.isdisjoint(_CONTAINERS):
-            return True
-        holds = map(_CONTAINERS.__contains__, map(type, _values(containers)))
-        containers = list(compress(_values(containers), holds))
-    return False
-
-
-def _values(containers: list[Any]) -> Iterator[Any]:
-    """The values of the dicts and the items of the lists of ``containers``."""
-    dicts = map(dict.values, filter(_IS_DICT, containers))
-    return chain(chain.from_iterable(dicts), chain.from_iterable(filter(_IS_LIST, containers)))
-
-
-_IS_DICT = dict.__instancecheck__
-_IS_LIST = list.__instancecheck__
+    # no float: orjson reads an integer beyond 64 bits as one, and its rounding is not
+    # Python's to prove equal
+    return document if plain_json(document, depth=_ORJSON_DEPTH) else json.loads(raw)
 
 
 def _read_index(
