@@ -43,6 +43,7 @@ from safetensors.numpy import save_file
 from gates.checkpoints.check import check_checkpoint
 from gates.checkpoints.layout import INDEX_NAME, Located, json_loads_exactly, load_checkpoint
 from gates.hashing import StatCache
+from gates.rows import as_rows
 from gates.safetensors.header import _CANONICAL_ENTRY, FIRST_READ, OPEN_FLAGS, new_entries
 
 REPO = Path(__file__).resolve().parent.parent
@@ -130,7 +131,7 @@ def objects_floor(shards: list[Path]) -> None:
         shaped = map(dims.__getitem__, shapes)
         fields = zip(names, dtypes, shaped, map(int, starts), map(int, ends), strict=True)
         entries = new_entries(fields)  # tuple.__new__, as the reader builds them
-        located = map(tuple.__new__, repeat(Located), zip(repeat(path.name), entries))
+        located = as_rows(Located, zip(repeat(path.name), entries))
         placed.update(zip(names, located, strict=True))
     json_loads_exactly((shards[0].parent / INDEX_NAME).read_bytes())  # as the reader does
 

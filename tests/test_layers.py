@@ -96,6 +96,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
         "hashing",
         "atomic",
         "canonical",
+        "rows",
         "errors",
         "paths",
         "exitcodes",

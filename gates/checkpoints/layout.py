@@ -26,6 +26,7 @@ from typing import Any, NamedTuple
 from gates.canonical import plain_json
 from gates.errors import UnsafePathError
 from gates.paths import check_relpath, resolve_inside
+from gates.rows import as_rows
 from gates.safetensors.header import Header, HeaderError, TensorEntry, read_header, read_headers
 
 INDEX_NAME = "model.safetensors.index.json"
@@ -209,9 +210,7 @@ def _place_tensors(checkpoint: Checkpoint) -> None:
     tensors = list(map(_TENSORS, map(_HEADER, shards)))
     holders = chain.from_iterable(map(repeat, map(_SHARD, shards), map(len, tensors)))
     entries = chain.from_iterable(map(dict.values, tensors))
-    # tuple.__new__ on (shard, entry), called from C (the named tuple's own __new__ is Python)
-    new: Any = tuple.__new__
-    located = map(new, repeat(Located), zip(holders, entries, strict=True))
+    located = as_rows(Located, zip(holders, entries, strict=True))
     placed.update(zip(chain.from_iterable(tensors), located, strict=False))
     if len(placed) == sum(map(len, tensors)):
         return  # no tensor in two shards: the usual case, checked without a Python loop

@@ -18,13 +18,14 @@ from dataclasses import dataclass, field
 from functools import cached_property, partial
 from itertools import compress, repeat, starmap
 from operator import eq, not_
-from typing import Any, NamedTuple, Protocol
+from typing import NamedTuple, Protocol
 
 from gates.checkpoints.layout import Checkpoint
 from gates.naming.by_family import expect_by_family
 from gates.naming.config_placeholders import resolve
 from gates.naming.grouped import Group, expect_grouped
 from gates.naming.rules import Node, RuleSet
+from gates.rows import as_rows
 
 CLASSES = ("naming", "layout", "dtype", "structural")
 
@@ -115,7 +116,6 @@ def _klass(node: _Tree) -> str:
 #: a `Difference` from a tuple of its fields, without a Python call
 _made: Callable[[tuple[str, tuple[str, ...], tuple[str, ...], tuple[str, ...], str]], Difference]
 _made = partial(tuple.__new__, Difference)
-_NEW_TUPLE: Any = tuple.__new__
 
 
 def survey(
@@ -254,7 +254,7 @@ def classify_grouped(
             sources = list(starmap(leaf.template.format, numbers))
             details = map(" -> ".join, zip(sources, targets, strict=True))
             rows = zip(repeat(klass), zip(sources), zip(targets), repeat(rules), details)
-            made = map(_NEW_TUPLE, repeat(Difference), rows)  # no call per row from Python
+            made = as_rows(Difference, rows)
             by_leaf.update(zip(sources, made, strict=True))
     differences = list(map(by_leaf.__getitem__, sorted(by_leaf)))
     return count, lambda: _matched_nodes(matched), differences, names
