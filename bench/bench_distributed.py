@@ -43,7 +43,7 @@ from gates.canonical import pretty_json_bytes
 from gates.checkpoints.check import check_checkpoint
 from gates.checkpoints.digest import hash_shards
 from gates.checkpoints.layout import load_checkpoint
-from gates.checkpoints.survey import Difference, _made, as_json, classify, classify_grouped, survey
+from gates.checkpoints.survey import _made, as_json, classify, classify_grouped, extras, survey
 from gates.checkpoints.survey import inventory as listed_tensors
 from gates.commands.checkpoint import resolve_rules
 from gates.commands.inventory import collector_paused, diff, render_text, survey_document
@@ -325,10 +325,11 @@ def stripped_diff(folders: list[Path], ruleset: RuleSet, out: Path) -> bytes:
     """The diff with every check taken out, each step by the fastest means measured: each
     shard's header read by one `pread` and split by the canonical scan (no layout, index,
     hygiene or completeness check), each side a name -> (dtype, shape) dict, the grouped
-    rules and classification, the extras, the document written by orjson and hashed (no
-    check against its model, no text report, no receipt, no freeze judgement). What is
-    left is what the command hands over, done as cheaply as gates knows how: the floor of
-    this design, which a columnar one could only lower in the reading (docs/performance.md)."""
+    rules (their placeholders resolved beforehand) and classification, the extras, the
+    document written by orjson and hashed (no check against its model, no text report, no
+    receipt, no freeze judgement). What is left is what the command hands over, done as
+    cheaply as gates knows how: the floor of this design, which a columnar one could only
+    lower in the reading (docs/performance.md)."""
     sides = []
     for folder in folders:
         found: dict[str, tuple[str, tuple[int, ...]]] = {}
@@ -346,10 +347,7 @@ def stripped_diff(folders: list[Path], ruleset: RuleSet, out: Path) -> bytes:
     grouped = expect_grouped(sides[0], ruleset)
     assert grouped is not None, "the shipped rules take the grouped path"
     _, _, differences, names = classify_grouped(grouped.groups, sides[1])
-    differences += [
-        Difference("structural", (), (name,), (), f"extra on the candidate side: {name}")
-        for name in sorted(set(sides[1]) - names)
-    ]
+    differences += extras(sides[1], names)
     document = {"differences": as_json(differences), "matched": len(sides[0])}
     written = pretty_json_bytes(document, checked=frozenset({"differences"}))
     hashlib.sha256(written).hexdigest()

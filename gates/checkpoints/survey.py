@@ -141,10 +141,7 @@ def survey(
         matched, differences = classify(expectation.nodes, found)
         count, expected, names = len(matched), (lambda: matched), set(expectation.nodes)
         problems = expectation.problems
-    differences += [
-        Difference("structural", (), (name,), (), f"extra on the candidate side: {name}")
-        for name in sorted(set(found) - names)
-    ]
+    differences += extras(found, names)
     return Survey(
         reference_count=len(reference.tensors),
         candidate_count=len(candidate.tensors),
@@ -157,6 +154,15 @@ def survey(
 
 
 Found = dict[str, tuple[str, tuple[int, ...]]]
+
+
+def extras(found: Found, expected: set[str]) -> list[Difference]:
+    """A structural difference for each candidate tensor no expected name accounts for, in
+    name order."""
+    return [
+        Difference("structural", (), (name,), (), f"extra on the candidate side: {name}")
+        for name in sorted(set(found) - expected)
+    ]
 
 
 def _structural(
