@@ -42,9 +42,9 @@ from safetensors import safe_open
 from gates.canonical import pretty_json_bytes
 from gates.checkpoints.check import check_checkpoint
 from gates.checkpoints.digest import hash_shards
+from gates.checkpoints.layout import kinds as listed_tensors
 from gates.checkpoints.layout import load_checkpoint
 from gates.checkpoints.survey import _made, as_json, classify, classify_grouped, extras, survey
-from gates.checkpoints.survey import inventory as listed_tensors
 from gates.commands.checkpoint import resolve_rules
 from gates.commands.inventory import collector_paused, diff, render_text, survey_document
 from gates.echo import Output

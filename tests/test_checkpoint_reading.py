@@ -1,12 +1,14 @@
 """Reading a checkpoint once: the index parsed once for the layout and the hygiene check,
-and the index compared with the headers as two lists, against the paths they replace.
+the tensors placed as a name -> shard dict and compared with the index as one, against
+the paths they replace.
 
 `inspect_checkpoint` hands the index `load_checkpoint_and_index` parsed to `hygiene`,
 which otherwise reads it itself; each index below (valid, not JSON, not an object, no
 weight_map, values that are not strings, shards outside the folder, a symlink, a
 folder) must give the findings the second read gives. `_check_index` skips its loops
-when the index agrees with every header; that must be exactly when the whole-dict
-comparison it replaces held.
+when the index agrees with every header; that must be exactly when the placed tensors'
+shards, as the `tensors` view pairs them, are the index's. That view and `kinds` must
+be what placing the tensors one by one made (the first shard keeps a tensor two hold).
 """
 
 from __future__ import annotations
@@ -26,9 +28,11 @@ from gates.checkpoints.incomplete import incomplete_findings
 from gates.checkpoints.layout import (
     INDEX_NAME,
     Checkpoint,
+    Located,
     _check_index,
     _place_tensors,
     _shard_names,
+    kinds,
     load_checkpoint,
 )
 from gates.safetensors.header import Header, TensorEntry
@@ -39,8 +43,8 @@ _SHARD = operator.itemgetter(0)
 def _agrees_as_dicts(
     weight_map: dict[str, str], checkpoint: Checkpoint, on_disk: list[str]
 ) -> bool:
-    """The condition `_check_index` tested before (the code kept here): the placed
-    tensors as a dict."""
+    """The index agrees with the headers: each placed tensor's shard, as the `tensors`
+    view pairs them, is the index's."""
     placed = dict(zip(checkpoint.tensors, map(_SHARD, checkpoint.tensors.values()), strict=False))
     return placed == weight_map and set(weight_map.values()) >= set(on_disk)
 
@@ -51,8 +55,9 @@ def _random_case(rng: random.Random) -> tuple[dict[str, str], Checkpoint, list[s
     shards = [f"s{index}.safetensors" for index in range(rng.randint(1, 4))]
     held: dict[str, dict[str, TensorEntry]] = {shard: {} for shard in shards}
     for number in range(rng.randint(0, 12)):
-        entry = TensorEntry(f"t{number}", "U8", (1,), 0, 1)
         for shard in rng.sample(shards, 2 if len(shards) > 1 and rng.random() < 0.05 else 1):
+            # each shard's copy its own shape: the placing must keep the first shard's
+            entry = TensorEntry(f"t{number}", "U8", (shards.index(shard) + 1,), 0, 1)
             held[shard][entry.name] = entry
     checkpoint = Checkpoint(Path("unused"))
     checkpoint.shards = {shard: Header(tensors, None, 8, 9) for shard, tensors in held.items()}
@@ -87,6 +92,30 @@ def test_the_index_agrees_exactly_when_the_dicts_did() -> None:
             assert checkpoint.problems, (weight_map, checkpoint.tensors, on_disk)
             disagreed += 1
     assert agreed > 300 and disagreed > 1000, (agreed, disagreed)
+
+
+def _placed_one_by_one(checkpoint: Checkpoint) -> dict[str, Located]:
+    """The placing as it was written before (the code kept here): shard by shard in sorted
+    order, the first shard that holds a tensor keeping it."""
+    placed: dict[str, Located] = {}
+    for shard, header in sorted(checkpoint.shards.items()):
+        for name, entry in header.tensors.items():
+            placed.setdefault(name, Located(shard, entry))
+    return placed
+
+
+def test_the_tensors_and_their_kinds_are_those_placed_one_by_one() -> None:
+    rng = random.Random(7)  # noqa: S311 - reproducible test inputs
+    doubled = 0
+    for _ in range(3000):
+        _, checkpoint, _ = _random_case(rng)
+        expected = _placed_one_by_one(checkpoint)
+        assert list(checkpoint.tensors.items()) == list(expected.items())  # in order
+        kinds_expected = [(name, (t.entry.dtype, t.entry.shape)) for name, t in expected.items()]
+        assert list(kinds(checkpoint).items()) == kinds_expected
+        assert checkpoint.shard_of == {name: t.shard for name, t in expected.items()}
+        doubled += len(expected) < sum(len(h.tensors) for h in checkpoint.shards.values())
+    assert doubled > 50, doubled
 
 
 def _checkpoint(folder: Path) -> dict[str, str]:

@@ -69,7 +69,7 @@ class CheckpointReport:
             "problems": list(self.checkpoint.problems),
             "hygiene": [f.line() for f in self.hygiene],
             "hygiene_clean": not self.hygiene,
-            "tensor_count": len(self.checkpoint.tensors),
+            "tensor_count": len(self.checkpoint.shard_of),
             "shard_count": len(self.checkpoint.shards),
             "digest": self.digest,
         }

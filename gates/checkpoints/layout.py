@@ -19,6 +19,7 @@ import stat
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
+from functools import cached_property
 from itertools import chain, compress, repeat
 from pathlib import Path
 from typing import Any, NamedTuple
@@ -42,15 +43,51 @@ class Located(NamedTuple):
 
 @dataclass
 class Checkpoint:
+    """A folder's shards by name, the shard of each tensor and every problem found.
+
+    ``shard_of`` is what the reading makes (name -> shard, in the shards' sorted order and
+    each header's; the first shard where two hold a tensor): strings only, built in C, and
+    compared with the index as one dict. `tensors` pairs each name with its entry when
+    first asked for (a survey needs only dtypes and shapes: `kinds`)."""
+
     folder: Path
     shards: dict[str, Header] = field(default_factory=dict)
-    tensors: dict[str, Located] = field(default_factory=dict)
+    shard_of: dict[str, str] = field(default_factory=dict)
     problems: list[str] = field(default_factory=list)
     index_present: bool = False
 
     @property
     def valid(self) -> bool:
         return not self.problems
+
+    @cached_property
+    def tensors(self) -> dict[str, Located]:
+        located = as_rows(Located, zip(self.shard_of.values(), entries(self), strict=True))
+        return dict(zip(self.shard_of, located, strict=True))
+
+
+_TENSORS = operator.attrgetter("tensors")
+_SHARD = operator.itemgetter(0)  # the name of a (name, header) pair
+_HEADER = operator.itemgetter(1)
+
+
+def entries(checkpoint: Checkpoint) -> Iterator[TensorEntry]:
+    """Each tensor's entry, in the order of ``checkpoint.shard_of``: the headers' own entries
+    one after the other where no tensor is in two shards (all in C), else looked up."""
+    shards = sorted(checkpoint.shards.items())
+    tensors = list(map(_TENSORS, map(_HEADER, shards)))
+    if len(checkpoint.shard_of) == sum(map(len, tensors)):
+        return chain.from_iterable(map(dict.values, tensors))
+    held = map(_TENSORS, map(checkpoint.shards.__getitem__, checkpoint.shard_of.values()))
+    return map(dict.__getitem__, held, checkpoint.shard_of)
+
+
+_KIND = operator.itemgetter(1, 2)  # TensorEntry.dtype, TensorEntry.shape
+
+
+def kinds(checkpoint: Checkpoint) -> dict[str, tuple[str, tuple[int, ...]]]:
+    """Each tensor's dtype and shape by name, made in C (a survey's inventory of a side)."""
+    return dict(zip(checkpoint.shard_of, map(_KIND, entries(checkpoint)), strict=True))
 
 
 class _Listing(NamedTuple):
@@ -201,58 +238,44 @@ def _read_problem(name: str, error: HeaderError | OSError) -> str:
     return f"{name}: {error}"
 
 
-_TENSORS = operator.attrgetter("tensors")
-
-
 def _place_tensors(checkpoint: Checkpoint) -> None:
-    placed = checkpoint.tensors
     shards = sorted(checkpoint.shards.items())
     tensors = list(map(_TENSORS, map(_HEADER, shards)))
     holders = chain.from_iterable(map(repeat, map(_SHARD, shards), map(len, tensors)))
-    entries = chain.from_iterable(map(dict.values, tensors))
-    located = as_rows(Located, zip(holders, entries, strict=True))
-    placed.update(zip(chain.from_iterable(tensors), located, strict=False))
+    placed = checkpoint.shard_of
+    placed.update(zip(chain.from_iterable(tensors), holders, strict=True))
     if len(placed) == sum(map(len, tensors)):
         return  # no tensor in two shards: the usual case, checked without a Python loop
     placed.clear()
     for shard, header in shards:
-        for name, entry in header.tensors.items():
-            if name in checkpoint.tensors:
-                other = checkpoint.tensors[name].shard
+        for name in header.tensors:
+            if name in placed:
+                other = placed[name]
                 checkpoint.problems.append(f"tensor {name} is in two shards: {other} and {shard}")
                 continue
-            checkpoint.tensors[name] = Located(shard, entry)
-
-
-_SHARD = operator.itemgetter(0)  # Located.shard, and the name of a (name, header) pair
-_HEADER = operator.itemgetter(1)
+            placed[name] = shard
 
 
 def _check_index(
     weight_map: dict[str, str], referenced: set[str], checkpoint: Checkpoint, on_disk: list[str]
 ) -> None:
     """Every disagreement of the index (``referenced``: its shard names) with the headers."""
-    tensors = checkpoint.tensors
-    # the index agrees with every header: as many entries as tensors, each naming the
-    # tensor's shard (so the same names), compared as two lists in C
-    if (
-        len(weight_map) == len(tensors)
-        and list(map(weight_map.get, tensors)) == list(map(_SHARD, tensors.values()))
-        and referenced.issuperset(on_disk)
-    ):
+    placed = checkpoint.shard_of
+    # the index agrees with every header: the same names, each naming the tensor's shard
+    if weight_map == placed and referenced.issuperset(on_disk):
         return
     for name, shard in sorted(weight_map.items()):
-        located = checkpoint.tensors.get(name)
-        if shard in checkpoint.shards and (located is None or located.shard != shard):
+        held_by = placed.get(name)
+        if shard in checkpoint.shards and (held_by is None or held_by != shard):
             checkpoint.problems.append(
                 f"{INDEX_NAME}: {name} -> {shard}, but {shard} has no such tensor"
             )
-    for name, located in sorted(checkpoint.tensors.items()):
+    for name, held_by in sorted(placed.items()):
         if name not in weight_map:
-            checkpoint.problems.append(f"tensor {name} in {located.shard} is not in {INDEX_NAME}")
-        elif weight_map[name] != located.shard:
+            checkpoint.problems.append(f"tensor {name} in {held_by} is not in {INDEX_NAME}")
+        elif weight_map[name] != held_by:
             checkpoint.problems.append(
-                f"{INDEX_NAME}: {name} -> {weight_map[name]}, but it is in {located.shard}"
+                f"{INDEX_NAME}: {name} -> {weight_map[name]}, but it is in {held_by}"
             )
     for shard in on_disk:
         if shard not in referenced:

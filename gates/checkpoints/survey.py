@@ -17,10 +17,10 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from functools import cached_property, partial
 from itertools import compress, repeat, starmap
-from operator import eq, not_
+from operator import eq, itemgetter, not_
 from typing import NamedTuple, Protocol
 
-from gates.checkpoints.layout import Checkpoint
+from gates.checkpoints.layout import Checkpoint, kinds
 from gates.naming.by_family import expect_by_family
 from gates.naming.config_placeholders import resolve
 from gates.naming.grouped import Group, expect_grouped
@@ -28,6 +28,7 @@ from gates.naming.rules import Node, RuleSet
 from gates.rows import as_rows
 
 CLASSES = ("naming", "layout", "dtype", "structural")
+_KLASS = itemgetter(0)  # Difference.klass
 
 
 class Difference(NamedTuple):
@@ -69,16 +70,17 @@ class Survey:
         return self.expected()
 
     def counts(self) -> dict[str, int]:
-        tally = Counter(d.klass for d in self.differences)
+        return dict(self._counts)
+
+    @cached_property
+    def _counts(self) -> dict[str, int]:
+        tally = Counter(map(_KLASS, self.differences))
         return {klass: tally.get(klass, 0) for klass in CLASSES}
 
-    @property
+    @cached_property
     def structural(self) -> list[Difference]:
-        return [d for d in self.differences if d.klass == "structural"]
-
-
-def inventory(checkpoint: Checkpoint) -> dict[str, tuple[str, tuple[int, ...]]]:
-    return {name: (t.entry.dtype, t.entry.shape) for name, t in checkpoint.tensors.items()}
+        classes = map(_KLASS, self.differences)
+        return list(compress(self.differences, map(eq, classes, repeat("structural"))))
 
 
 def _describe(dtype: str, shape: tuple[int, ...]) -> str:
@@ -131,7 +133,7 @@ def survey(
     """
     folders = labels or (str(reference.folder), str(candidate.folder))
     resolved = resolve(ruleset, [(reference.folder, folders[0]), (candidate.folder, folders[1])])
-    found, listed = inventory(candidate), inventory(reference)
+    found, listed = kinds(candidate), kinds(reference)
     grouped = expect_grouped(listed, resolved.ruleset)
     problems: list[str] = []
     if grouped is not None:
@@ -143,8 +145,8 @@ def survey(
         problems = expectation.problems
     differences += extras(found, names)
     return Survey(
-        reference_count=len(reference.tensors),
-        candidate_count=len(candidate.tensors),
+        reference_count=len(reference.shard_of),
+        candidate_count=len(candidate.shard_of),
         matched_count=count,
         differences=tuple(differences),
         rule_problems=(*resolved.problems, *problems),

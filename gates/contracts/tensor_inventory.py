@@ -78,7 +78,7 @@ def _side_criteria(side: str, report: CheckpointReport) -> list[Criterion]:
             f"{side}_valid",
             not problems,
             "; ".join(invalid[:5])
-            or f"{report.path}: {len(report.checkpoint.tensors)} tensors, valid",
+            or f"{report.path}: {len(report.checkpoint.shard_of)} tensors, valid",
             tuple(invalid),
             key=side,
         ),

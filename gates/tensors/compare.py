@@ -282,16 +282,9 @@ class _Widened(Interpreter[str]):
         return common_dtype(value, node.dtype)
 
 
-class _Expected(Arrays):
-    """The node's tensor from reference bytes, in the candidate's layout and the dtype
-    `_Widened` names."""
-
-    def __init__(self, reader: PhaseReader, suffix: str) -> None:
-        self.reader = reader
-        self.suffix = suffix
-
-    def leaf(self, node: Node) -> np.ndarray:
-        return self.reader.array(node.name + self.suffix)
+class _Widening(Arrays):
+    """A node's tensor built from its leaves' raw elements (which `leaf` gives), in the
+    candidate's layout and the dtype `_Widened` names."""
 
     def fuse(self, node: Node, values: list[np.ndarray]) -> np.ndarray:
         _Widened().run(node)  # the parts agree in dtype, not only in element size
@@ -300,6 +293,17 @@ class _Expected(Arrays):
     def cast(self, node: Node, value: np.ndarray) -> np.ndarray:
         source = _Widened().run(node.children[0])
         return widen(value, source, common_dtype(source, node.dtype))
+
+
+class _Expected(_Widening):
+    """The node's tensor from the reference's whole leaves."""
+
+    def __init__(self, reader: PhaseReader, suffix: str) -> None:
+        self.reader = reader
+        self.suffix = suffix
+
+    def leaf(self, node: Node) -> np.ndarray:
+        return self.reader.array(node.name + self.suffix)
 
 
 def _build(node: Node, reader: PhaseReader, suffix: str) -> tuple[np.ndarray, str]:
@@ -339,9 +343,9 @@ _LEAF = _Buffer()
 _CANDIDATE = _Buffer()
 
 
-class _OnBlock(_Expected):
-    """`_Expected` over a block of the one leaf's raw elements: a tree of renames and
-    casts works element by element, so a block of the tensor is built alone."""
+class _OnBlock(_Widening):
+    """The node's tensor over a block of the one leaf's raw elements: a tree of renames
+    and casts works element by element, so a block of the tensor is built alone."""
 
     def __init__(self, block: np.ndarray) -> None:
         self.block = block

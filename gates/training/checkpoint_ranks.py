@@ -222,10 +222,10 @@ def _conclude(
     late = _remember(location, report, merged, cache) if report.valid else []
     cache.save()
     final = _merged_report(report, merged, late)
-    if report.valid and len(final.contents) != len(report.checkpoint.tensors):
+    if report.valid and len(final.contents) != len(report.checkpoint.shard_of):
         raise RanksError(
             f"the ranks hashed {len(final.contents)} tensors, the checkpoint has "
-            f"{len(report.checkpoint.tensors)}"
+            f"{len(report.checkpoint.shard_of)}"
         )
     document = output_document(final, "full")
     document["ranks"] = merged.ranks
