@@ -265,8 +265,7 @@ def _check_index(
     if weight_map == placed and referenced.issuperset(on_disk):
         return
     for name, shard in sorted(weight_map.items()):
-        held_by = placed.get(name)
-        if shard in checkpoint.shards and (held_by is None or held_by != shard):
+        if shard in checkpoint.shards and placed.get(name) != shard:
             checkpoint.problems.append(
                 f"{INDEX_NAME}: {name} -> {shard}, but {shard} has no such tensor"
             )
