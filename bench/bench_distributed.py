@@ -12,7 +12,10 @@
     shards, bench/glm52_keyset.py) against listing the same shards' names,
     dtypes and shapes with `safetensors.safe_open` (both in this process, in CPU seconds,
     which a machine shared with other work disturbs less than wall time).
-Files are written first, so every side reads from the page cache. Medians of --repeats.
+Files are written first, so every side reads from the page cache. Medians of --repeats;
+the diff, the listing and the stripped diff run once a round, interleaved, and their
+ratios are the medians of the ratios taken within each round, and (`_lowest`) the
+ratios of each one's least time.
 
 Usage: python bench/bench_distributed.py [--size-mib 4096] [--shards 32] [--repeats 3]
 """
@@ -29,13 +32,21 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Callable
 from itertools import repeat
 from operator import add
 from pathlib import Path
 
 from bench_checkpoint import openssl, write_sharded
-from common import median_seconds, report
+from common import (
+    interleaved_cpu_seconds,
+    lowest_of,
+    median_cpu_seconds,
+    median_of,
+    median_ratio,
+    median_seconds,
+    ratios,
+    report,
+)
 from glm52_keyset import load_config, paddle_keyset, reference_keyset, write_header_only
 from safetensors import safe_open
 
@@ -135,16 +146,6 @@ def single(root: Path, folder: str) -> float:
     return time.perf_counter() - start
 
 
-def median_cpu_seconds(action: Callable[[], object], repeats: int) -> float:
-    """CPU seconds of this process (both sides run in-process): robust on a shared machine."""
-    samples = []
-    for _ in range(repeats):
-        start = time.process_time()
-        action()
-        samples.append(time.process_time() - start)
-    return statistics.median(samples)
-
-
 def listing(folders: list[Path]) -> None:
     """Names, dtypes and shapes of every tensor, through safetensors' own reader."""
     for folder in folders:
@@ -231,16 +232,25 @@ def inventory(args: argparse.Namespace, root: Path) -> dict[str, object]:
             out=Output("text", lines.append),
         )
 
-    ours = median_cpu_seconds(command, args.repeats)
+    def stripped_job() -> None:
+        with collector_paused():  # as the command runs
+            stripped_diff(folders, resolved, ws / "stripped.json")
+
+    ruleset = resolve_rules(opened, None, ws)[0]
+    resolved = resolve(ruleset, [(folders[0], "reference"), (folders[1], "candidate")]).ruleset
+    # the three figures the target is written in, interleaved round by round
+    rounds = interleaved_cpu_seconds(
+        {"diff": command, "listing": lambda: listing(folders), "stripped": stripped_job},
+        args.repeats,
+    )
+    ours, listed, stripped = (median_of(rounds, name) for name in ("diff", "listing", "stripped"))
     reading = median_cpu_seconds(
         lambda: [
             check_checkpoint(f, "", cache=StatCache(None), hash_contents=False) for f in folders
         ],
         args.repeats,
     )
-    listed = median_cpu_seconds(lambda: listing(folders), args.repeats)
     sides = [check_checkpoint(f, "", cache=StatCache(None), hash_contents=False) for f in folders]
-    ruleset = resolve_rules(opened, None, ws)[0]
     found = survey(sides[0].checkpoint, sides[1].checkpoint, ruleset)
     with collector_paused():  # as the command runs it
         surveyed = median_cpu_seconds(
@@ -248,7 +258,6 @@ def inventory(args: argparse.Namespace, root: Path) -> dict[str, object]:
         )
         # the rules alone, a family at a time (as the survey applies them) and name by name
         placed = listed_tensors(sides[0].checkpoint)
-        resolved = resolve(ruleset, [(folders[0], "reference"), (folders[1], "candidate")]).ruleset
         by_family = median_cpu_seconds(lambda: expect_by_family(placed, resolved), args.repeats)
         by_name = median_cpu_seconds(lambda: expect(placed, resolved), args.repeats)
         grouped = median_cpu_seconds(lambda: expect_grouped(placed, resolved), args.repeats)
@@ -280,10 +289,6 @@ def inventory(args: argparse.Namespace, root: Path) -> dict[str, object]:
     # what the standard library's C encoder takes without indentation (before orjson, the
     # least a JSON writer did; not gates' format)
     compact = median_cpu_seconds(lambda: json.dumps(parity, sort_keys=True), args.repeats)
-    with collector_paused():  # as the command runs
-        stripped = median_cpu_seconds(
-            lambda: stripped_diff(folders, resolved, ws / "stripped.json"), args.repeats
-        )
     on_disk = json.loads((ws / "outputs/surveys/structure-parity.json").read_text())
     stripped_differences = json.loads(stripped_diff(folders, resolved, ws / "stripped.json"))
     same = stripped_differences["differences"] == on_disk["differences"]
@@ -314,10 +319,21 @@ def inventory(args: argparse.Namespace, root: Path) -> dict[str, object]:
         "inventory_check_output_over_safe_open_listing": round(checked / listed, 2),
         "inventory_write_json_over_safe_open_listing": round(written / listed, 2),
         "json_dumps_compact_over_safe_open_listing": round(compact / listed, 2),
-        "inventory_diff_over_safe_open_listing": round(ours / listed, 2),
+        "inventory_diff_over_safe_open_listing": round(median_ratio(rounds, "diff", "listing"), 2),
         "stripped_diff_cpu_seconds": round(stripped, 2),
-        "stripped_diff_over_safe_open_listing": round(stripped / listed, 2),
-        "inventory_diff_over_stripped_diff": round(ours / stripped, 2),
+        "stripped_diff_over_safe_open_listing": round(
+            median_ratio(rounds, "stripped", "listing"), 2
+        ),
+        "inventory_diff_over_stripped_diff": round(median_ratio(rounds, "diff", "stripped"), 2),
+        "inventory_diff_over_safe_open_listing_lowest": round(
+            lowest_of(rounds, "diff") / lowest_of(rounds, "listing"), 2
+        ),
+        "stripped_diff_over_safe_open_listing_lowest": round(
+            lowest_of(rounds, "stripped") / lowest_of(rounds, "listing"), 2
+        ),
+        "inventory_diff_over_stripped_diff_each_round": [
+            round(ratio, 2) for ratio in ratios(rounds, "diff", "stripped")
+        ],
     }
 
 

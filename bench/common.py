@@ -31,6 +31,42 @@ def median_cpu_seconds(action: Callable[[], object], repeats: int) -> float:
     return statistics.median(samples)
 
 
+def interleaved_cpu_seconds(
+    actions: dict[str, Callable[[], object]], repeats: int
+) -> list[dict[str, float]]:
+    """CPU seconds of each action in each of ``repeats`` rounds, every action once a round:
+    a ratio taken within one round sees the machine as both its sides saw it (blocks of
+    one action after another swung by 40% within an hour on a shared machine)."""
+    rounds = []
+    for _ in range(repeats):
+        timed = {}
+        for name, action in actions.items():
+            start = time.process_time()
+            action()
+            timed[name] = time.process_time() - start
+        rounds.append(timed)
+    return rounds
+
+
+def median_of(rounds: list[dict[str, float]], name: str) -> float:
+    return statistics.median(timed[name] for timed in rounds)
+
+
+def lowest_of(rounds: list[dict[str, float]], name: str) -> float:
+    """The least CPU time an action took: what it costs when nothing else on the machine
+    slows it (contention only ever adds), the estimate `timeit` recommends."""
+    return min(timed[name] for timed in rounds)
+
+
+def ratios(rounds: list[dict[str, float]], numerator: str, denominator: str) -> list[float]:
+    """The ratio of two actions taken within each round, lowest first."""
+    return sorted(timed[numerator] / timed[denominator] for timed in rounds)
+
+
+def median_ratio(rounds: list[dict[str, float]], numerator: str, denominator: str) -> float:
+    return statistics.median(ratios(rounds, numerator, denominator))
+
+
 def report(results: dict[str, object], out: Path) -> None:
     """Write the figures to ``out`` (JSON) and print them, one a line."""
     out.parent.mkdir(parents=True, exist_ok=True)
