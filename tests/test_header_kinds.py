@@ -3,7 +3,9 @@
 `_canonical` works out each kind's dtype, shape and size once (the text from the dtype
 to the shape's last dimension, a few dozen in a checkpoint) and, for tensors in offset
 order, checks the layout as running sums of those sizes; a repeated name or one called
-`__metadata__` is found by the dict it builds. Here canonical texts aim at exactly those
+`__metadata__` is found by the set of its names. It hands the tensors over as columns:
+their names and kinds must be those of the entries made from them, and the header must
+equal the JSON path's. Here canonical texts aim at exactly those
 checks: sizes that are not a whole number of bytes, dimensions and sizes beyond u64,
 unknown dtypes, a repeated name laid out as if it were another tensor, a tensor named
 `__metadata__`, ends that add up wrongly, buffers one byte off, offsets out of order.
@@ -124,7 +126,14 @@ def test_the_kind_checks_give_the_json_verdicts(monkeypatch: pytest.MonkeyPatch)
         canonical = header_module._canonical(text, 8 + len(raw), 8 + len(raw) + size)
         if canonical is not None:
             canonical_accepted += 1
+            # the names and kinds the columns give, before any entry is made
+            names, kinds = list(canonical.names), list(canonical.kinds())
             assert with_canonical == ("ok", canonical.tensors, canonical.metadata), text
+            assert names == list(canonical.tensors), text
+            assert kinds == [(e.dtype, e.shape) for e in canonical.tensors.values()], text
+            with monkeypatch.context() as patched:
+                patched.setattr(header_module, "_canonical", lambda *_: None)
+                assert canonical == parse_header(raw, 8 + len(raw) + size), text
         refused += with_canonical[0] == "error"  # type: ignore[index]
     assert canonical_accepted > 250 and refused > 1200, (canonical_accepted, refused)
 

@@ -67,6 +67,7 @@ class Checkpoint:
 
 
 _TENSORS = operator.attrgetter("tensors")
+_NAMES = operator.attrgetter("names")
 _SHARD = operator.itemgetter(0)  # the name of a (name, header) pair
 _HEADER = operator.itemgetter(1)
 
@@ -86,8 +87,16 @@ _KIND = operator.itemgetter(1, 2)  # TensorEntry.dtype, TensorEntry.shape
 
 
 def kinds(checkpoint: Checkpoint) -> dict[str, tuple[str, tuple[int, ...]]]:
-    """Each tensor's dtype and shape by name, made in C (a survey's inventory of a side)."""
-    return dict(zip(checkpoint.shard_of, map(_KIND, entries(checkpoint)), strict=True))
+    """Each tensor's dtype and shape by name, made in C (a survey's inventory of a side):
+    from the headers' columns where no tensor is in two shards (no `TensorEntry` made),
+    else from the entries."""
+    headers = list(map(_HEADER, sorted(checkpoint.shards.items())))
+    found: Iterator[tuple[str, tuple[int, ...]]]
+    if len(checkpoint.shard_of) == sum(map(len, map(_NAMES, headers))):
+        found = chain.from_iterable(header.kinds() for header in headers)
+    else:
+        found = map(_KIND, entries(checkpoint))
+    return dict(zip(checkpoint.shard_of, found, strict=True))
 
 
 class _Listing(NamedTuple):
@@ -240,15 +249,15 @@ def _read_problem(name: str, error: HeaderError | OSError) -> str:
 
 def _place_tensors(checkpoint: Checkpoint) -> None:
     shards = sorted(checkpoint.shards.items())
-    tensors = list(map(_TENSORS, map(_HEADER, shards)))
-    holders = chain.from_iterable(map(repeat, map(_SHARD, shards), map(len, tensors)))
+    names = list(map(_NAMES, map(_HEADER, shards)))
+    holders = chain.from_iterable(map(repeat, map(_SHARD, shards), map(len, names)))
     placed = checkpoint.shard_of
-    placed.update(zip(chain.from_iterable(tensors), holders, strict=True))
-    if len(placed) == sum(map(len, tensors)):
+    placed.update(zip(chain.from_iterable(names), holders, strict=True))
+    if len(placed) == sum(map(len, names)):
         return  # no tensor in two shards: the usual case, checked without a Python loop
     placed.clear()
     for shard, header in shards:
-        for name in header.tensors:
+        for name in header.names:
             if name in placed:
                 other = placed[name]
                 checkpoint.problems.append(f"tensor {name} is in two shards: {other} and {shard}")

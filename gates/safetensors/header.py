@@ -27,8 +27,7 @@ import operator
 import os
 import re
 import struct
-from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
+from collections.abc import Collection, Iterable, Iterator, Sequence
 from functools import lru_cache
 from itertools import accumulate, chain, compress, repeat
 from pathlib import Path
@@ -64,12 +63,79 @@ class TensorEntry(NamedTuple):
         return self.end - self.start
 
 
-@dataclass(frozen=True)
+class Columns(NamedTuple):
+    """A header's tensors as columns, in the header's order: what the canonical scan
+    reads, before any `TensorEntry` is made."""
+
+    names: list[str]
+    dtypes: list[str]
+    shapes: list[tuple[int, ...]]
+    starts: list[int]
+    ends: list[int]
+
+
+_KIND_OF_ENTRY = operator.itemgetter(1, 2)  # TensorEntry.dtype, TensorEntry.shape
+
+
 class Header:
-    tensors: dict[str, TensorEntry]
-    metadata: dict[str, str] | None
-    data_start: int
-    file_size: int
+    """A shard's header: its tensors by name, its metadata, where its byte buffer starts
+    and the file's size. The canonical scan hands over columns (`Columns`); a
+    `TensorEntry` per tensor is made the first time `tensors` is asked for (an inventory
+    diff needs only the names, dtypes and shapes: `names`, `kinds`)."""
+
+    __slots__ = ("_held", "data_start", "file_size", "metadata")
+
+    def __init__(
+        self,
+        tensors: dict[str, TensorEntry] | Columns,
+        metadata: dict[str, str] | None,
+        data_start: int,
+        file_size: int,
+    ) -> None:
+        self._held = tensors
+        self.metadata = metadata
+        self.data_start = data_start
+        self.file_size = file_size
+
+    @property
+    def tensors(self) -> dict[str, TensorEntry]:
+        held = self._held
+        if isinstance(held, Columns):
+            made = new_entries(zip(*held, strict=True))
+            held = self._held = dict(zip(held.names, made, strict=True))
+        return held
+
+    @property
+    def names(self) -> Collection[str]:
+        """The tensors' names, in the header's order."""
+        held = self._held
+        return held.names if isinstance(held, Columns) else held.keys()
+
+    def kinds(self) -> Iterator[tuple[str, tuple[int, ...]]]:
+        """Each tensor's (dtype, shape), in the header's order."""
+        held = self._held
+        if isinstance(held, Columns):
+            return zip(held.dtypes, held.shapes, strict=True)
+        return map(_KIND_OF_ENTRY, held.values())
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, Header):
+            return NotImplemented
+        return (self.tensors, self.metadata, self.data_start, self.file_size) == (
+            other.tensors,
+            other.metadata,
+            other.data_start,
+            other.file_size,
+        )
+
+    # unhashable, as its tensors and metadata (dicts) are
+    __hash__ = None  # type: ignore[assignment]
+
+    def __repr__(self) -> str:
+        return (
+            f"Header(tensors={self.tensors!r}, metadata={self.metadata!r}, "
+            f"data_start={self.data_start!r}, file_size={self.file_size!r})"
+        )
 
 
 _SURROGATE_ESCAPE = re.compile(r"\\u[dD][89a-fA-F]")
@@ -319,10 +385,12 @@ def _canonical(text: str, data_start: int, file_size: int) -> Header | None:
     entries = _canonical_entries(names, kinds, (starts, ends), file_size - data_start)
     if entries is None:
         return None
-    tensors = dict(zip(names, entries, strict=True))
-    if len(tensors) != len(names) or METADATA_KEY in tensors:
+    distinct = set(names)
+    if len(distinct) != len(names) or METADATA_KEY in distinct:
         return None  # a repeated key, or one named `__metadata__`: the JSON path decides
-    return Header(tensors, metadata, data_start, file_size)
+    if isinstance(entries, Columns):
+        return Header(entries, metadata, data_start, file_size)
+    return Header(dict(zip(names, entries, strict=True)), metadata, data_start, file_size)
 
 
 def _canonical_entries(
@@ -330,9 +398,11 @@ def _canonical_entries(
     kinds: list[str],
     offsets: tuple[list[str], list[str]],
     buffer_size: int,
-) -> list[TensorEntry] | None:
+) -> Columns | list[TensorEntry] | None:
     """The entries of a canonical text's fields (offsets: the starts' and ends' digits),
-    when they lay the tensors out contiguously over the whole buffer; None otherwise."""
+    when they lay the tensors out contiguously over the whole buffer (as columns where
+    they are in offset order, as entries where sorting found them contiguous); None
+    otherwise."""
     read = _kinds(set(kinds))
     if read is None:
         return None
@@ -351,7 +421,7 @@ def _canonical_entries(
     stops = list(accumulate(map(read.sizes.__getitem__, kinds)))
     if stops[-1] != buffer_size or buffer_size > USIZE_MAX or _integers(ends) != stops:
         return None
-    return new_entries(zip(names, dtypes, shapes, [0, *stops[:-1]], stops, strict=True))
+    return Columns(names, dtypes, shapes, [0, *stops[:-1]], stops)
 
 
 def _integers(digits: list[str]) -> list[int | float]:
