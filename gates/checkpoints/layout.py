@@ -72,13 +72,21 @@ _SHARD = operator.itemgetter(0)  # the name of a (name, header) pair
 _HEADER = operator.itemgetter(1)
 
 
+def _in_order(checkpoint: Checkpoint) -> list[Header] | None:
+    """The headers in the order the tensors were placed (the shards' names sorted) where
+    no tensor is in two shards, so that their tensors one after the other are
+    ``checkpoint.shard_of``'s; None where one is."""
+    headers = list(map(_HEADER, sorted(checkpoint.shards.items())))
+    held = sum(map(len, map(_NAMES, headers)))
+    return headers if len(checkpoint.shard_of) == held else None
+
+
 def entries(checkpoint: Checkpoint) -> Iterator[TensorEntry]:
     """Each tensor's entry, in the order of ``checkpoint.shard_of``: the headers' own entries
     one after the other where no tensor is in two shards (all in C), else looked up."""
-    shards = sorted(checkpoint.shards.items())
-    tensors = list(map(_TENSORS, map(_HEADER, shards)))
-    if len(checkpoint.shard_of) == sum(map(len, tensors)):
-        return chain.from_iterable(map(dict.values, tensors))
+    headers = _in_order(checkpoint)
+    if headers is not None:
+        return chain.from_iterable(map(dict.values, map(_TENSORS, headers)))
     held = map(_TENSORS, map(checkpoint.shards.__getitem__, checkpoint.shard_of.values()))
     return map(dict.__getitem__, held, checkpoint.shard_of)
 
@@ -90,9 +98,9 @@ def kinds(checkpoint: Checkpoint) -> dict[str, tuple[str, tuple[int, ...]]]:
     """Each tensor's dtype and shape by name, made in C (a survey's inventory of a side):
     from the headers' columns where no tensor is in two shards (no `TensorEntry` made),
     else from the entries."""
-    headers = list(map(_HEADER, sorted(checkpoint.shards.items())))
+    headers = _in_order(checkpoint)
     found: Iterator[tuple[str, tuple[int, ...]]]
-    if len(checkpoint.shard_of) == sum(map(len, map(_NAMES, headers))):
+    if headers is not None:
         found = chain.from_iterable(header.kinds() for header in headers)
     else:
         found = map(_KIND, entries(checkpoint))
