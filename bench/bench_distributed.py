@@ -344,8 +344,7 @@ def stripped_diff(folders: list[Path], ruleset: RuleSet, out: Path) -> bytes:
     rules (their placeholders resolved beforehand) and classification, the extras, the
     document written by orjson and hashed (no check against its model, no text report, no
     receipt, no freeze judgement). What is left is what the command hands over, done as
-    cheaply as gates knows how: the floor of this design, which a columnar one could only
-    lower in the reading (docs/performance.md)."""
+    cheaply as gates knows how: the floor of this design (docs/performance.md)."""
     sides = []
     for folder in folders:
         found: dict[str, tuple[str, tuple[int, ...]]] = {}

@@ -23,12 +23,7 @@ def median_seconds(action: Callable[[], object], repeats: int) -> float:
 def median_cpu_seconds(action: Callable[[], object], repeats: int) -> float:
     """CPU seconds of this process (for work done in-process on both sides of a ratio):
     far steadier than wall time on a machine shared with other work."""
-    samples = []
-    for _ in range(repeats):
-        start = time.process_time()
-        action()
-        samples.append(time.process_time() - start)
-    return statistics.median(samples)
+    return median_of(interleaved_cpu_seconds({"action": action}, repeats), "action")
 
 
 def interleaved_cpu_seconds(
