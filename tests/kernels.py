@@ -1,12 +1,13 @@
 """Which CPU kernels the example's recorded bytes came from, and how to compare a run made
 with others.
 
-The example's runs (examples/glm52-minimal) were recorded on x86-64 CPUs with AVX-512 and
-without AMX or AVX512-FP16. On CPUs that have those (Sapphire Rapids and later), MKL and
-torch choose other kernels (no ISA cap through MKL_CBWR, ONEDNN_MAX_CPU_ISA or
-ATEN_CPU_CAPABILITY restores the recorded bits), and the losses differ in their last bits
-from about the tenth step. There the tests that compare recorded bytes compare the numbers
-within a tolerance instead, and a run is still held to itself bit for bit.
+The example's runs (examples/glm52-minimal) were recorded on Intel x86-64 CPUs with AVX-512
+and VNNI at most (`RECORDED_KERNELS`). On CPUs with more (IFMA and VBMI on Ice Lake, AMX and
+AVX512-FP16 on Sapphire Rapids), MKL and torch choose other kernels (no ISA cap through
+MKL_CBWR, ONEDNN_MAX_CPU_ISA or ATEN_CPU_CAPABILITY restored the recorded bits on the
+latter), and the losses differ in their last bits from about the tenth step. There, and
+wherever the CPU's kernels are not known, the tests that compare recorded bytes compare the
+numbers within a tolerance instead, and a run is still held to itself bit for bit.
 """
 
 from __future__ import annotations
@@ -18,24 +19,14 @@ from pathlib import Path
 import numpy as np
 from safetensors.numpy import load_file
 
-from gates.commands.demo import OTHER_KERNELS
+from gates.commands.demo import kernels_unlike_recording
+from gates.training.env import cpu_kernels
 
 RELATIVE = 1e-4  # a loss's drift over 100 steps of other kernels is about 1e-7
 
 
-def cpu_flags() -> frozenset[str]:
-    try:
-        text = Path("/proc/cpuinfo").read_text(encoding="utf-8")
-    except OSError:
-        return frozenset()
-    for line in text.splitlines():
-        if line.startswith("flags"):
-            return frozenset(line.partition(":")[2].split())
-    return frozenset()
-
-
 def kernels_as_recorded() -> bool:
-    return not cpu_flags() & OTHER_KERNELS
+    return kernels_unlike_recording(cpu_kernels()) == []
 
 
 def assert_close_files(ours: Path, recorded: Path) -> None:

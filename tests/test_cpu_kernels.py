@@ -1,5 +1,7 @@
-"""A CPU is told apart by the extensions that pick its kernels: the same build computes other
-last bits with AMX or AVX512-FP16 (tests/kernels.py), so a replay there is on other hardware."""
+"""A CPU is told apart by its vendor and the extensions that pick its kernels: the same build
+computes other last bits with IFMA and VBMI (Ice Lake) or AMX and AVX512-FP16 (Sapphire
+Rapids) than on the CPUs that recorded the example (tests/kernels.py), so a replay there is
+on other hardware."""
 
 from __future__ import annotations
 
@@ -11,11 +13,19 @@ import numpy as np
 import pytest
 from safetensors.numpy import save_file
 
+from gates.commands.demo import kernels_unlike_recording
 from gates.replay.environments import environment_differences
 from gates.training.env import capture, cpu_kernels
 from tests.kernels import assert_close_files
 
 X86 = "processor\t: 0\nflags\t\t: fpu sse2 avx2 fma avx512f amx_tile avx512_fp16 ht\nbugs\t: x\n"
+AVX512 = "avx avx2 fma avx512f avx512cd avx512bw avx512vl avx512dq"
+CASCADE_LAKE = f"vendor_id\t: GenuineIntel\nflags\t\t: fpu sse2 {AVX512} avx512_vnni ht\n"
+ICE_LAKE = (
+    f"vendor_id\t: GenuineIntel\nflags\t\t: fpu {AVX512} avx512_vnni avx512ifma avx512vbmi"
+    " avx512_vbmi2 avx512_bitalg avx512_vpopcntdq gfni vaes\n"
+)
+ZEN4 = f"vendor_id\t: AuthenticAMD\nflags\t\t: fpu {AVX512} avx512_vnni avx512_bf16\n"
 ARM = "processor\t: 0\nFeatures\t: fp asimd evtstrm sve i8mm bf16\n"
 
 
@@ -24,6 +34,15 @@ ARM = "processor\t: 0\nFeatures\t: fp asimd evtstrm sve i8mm bf16\n"
     [
         (X86, "amx_tile avx2 avx512_fp16 avx512f fma"),
         (ARM, "asimd bf16 i8mm sve"),
+        (
+            CASCADE_LAKE,
+            "vendor:GenuineIntel avx avx2 avx512_vnni avx512bw avx512dq avx512f avx512vl fma",
+        ),
+        (
+            ICE_LAKE,
+            "vendor:GenuineIntel avx avx2 avx512_bitalg avx512_vbmi2 avx512_vnni"
+            " avx512_vpopcntdq avx512bw avx512dq avx512f avx512ifma avx512vbmi avx512vl fma",
+        ),
         ("processor\t: 0\n", None),  # no flags line: not known, never "none"
         ("flags\t\t: fpu sse2\n", ""),  # known, and none that picks a kernel
     ],
@@ -37,6 +56,32 @@ def test_the_kernel_deciding_extensions_are_read_from_cpuinfo(
 
 def test_no_cpuinfo_is_unknown(tmp_path: Path) -> None:
     assert cpu_kernels(tmp_path / "absent") is None
+
+
+@pytest.mark.parametrize(
+    ("text", "beyond"),
+    [
+        (CASCADE_LAKE, []),  # the example's recorded bytes are compared bit for bit here
+        (
+            ICE_LAKE,
+            ["avx512_bitalg", "avx512_vbmi2", "avx512_vpopcntdq", "avx512ifma", "avx512vbmi"],
+        ),
+        (X86, ["amx_tile", "avx512_fp16"]),  # Sapphire Rapids' extensions, no vendor named
+        (ZEN4, ["avx512_bf16", "vendor:AuthenticAMD"]),
+        (ARM, ["asimd", "bf16", "i8mm", "sve"]),
+    ],
+)
+def test_a_cpu_unlike_the_recording_ones_says_what_it_has_beyond_them(
+    tmp_path: Path, text: str, beyond: list[str]
+) -> None:
+    """The CPUs that recorded the example had Intel's AVX-512 with VNNI at most: on any
+    other the recorded last bits are not expected (the demo names what this one has)."""
+    (tmp_path / "cpuinfo").write_text(text)
+    assert kernels_unlike_recording(cpu_kernels(tmp_path / "cpuinfo")) == beyond
+
+
+def test_kernels_not_known_are_never_the_recorded_ones(tmp_path: Path) -> None:
+    assert kernels_unlike_recording(cpu_kernels(tmp_path / "absent")) is None
 
 
 def test_a_replay_on_other_extensions_is_on_other_hardware() -> None:

@@ -112,17 +112,27 @@ def _torch() -> dict[str, Any]:
 
 
 #: the CPU's instruction-set extensions that decide which kernels MKL, oneDNN and the
-#: frameworks' own CPU code pick: the same build on another set computes other last bits
+#: frameworks' own CPU code pick: the same build on another set computes other last bits.
+#: MKL's code paths follow its CBWR branches: AVX-512 (Skylake), with VNNI (Cascade Lake),
+#: with IFMA and VBMI (Ice Lake: a Cascade Lake's recorded losses differ there from about
+#: the tenth step), with BF16 (Cooper Lake), with AMX and FP16 (Sapphire Rapids); AVX-VNNI
+#: is the AVX2 machines' (Alder Lake)
 KERNEL_FLAGS = frozenset(
     (
         "avx",
         "avx2",
+        "avx_vnni",
         "fma",
         "avx512f",
         "avx512bw",
         "avx512vl",
         "avx512dq",
         "avx512_vnni",
+        "avx512ifma",
+        "avx512vbmi",
+        "avx512_vbmi2",
+        "avx512_bitalg",
+        "avx512_vpopcntdq",
         "avx512_bf16",
         "avx512_fp16",
         "amx_tile",
@@ -138,16 +148,20 @@ KERNEL_FLAGS = frozenset(
 
 
 def cpu_kernels(cpuinfo: Path = Path("/proc/cpuinfo")) -> str | None:
-    """The kernel-deciding extensions of this CPU, sorted, one space apart; None where the
-    system does not list them (not Linux)."""
+    """The kernel-deciding extensions of this CPU, sorted, one space apart, after its vendor
+    where the system names one (`vendor:GenuineIntel`: MKL dispatches on the vendor too);
+    None where the system does not list the extensions (not Linux)."""
     try:
         text = cpuinfo.read_text(encoding="utf-8", errors="replace")
     except OSError:
         return None
+    vendor: list[str] = []
     for line in text.splitlines():
         key, _, value = line.partition(":")
+        if key.strip() == "vendor_id" and not vendor:
+            vendor = [f"vendor:{value.strip()}"]
         if key.strip() in ("flags", "Features"):
-            return " ".join(sorted(KERNEL_FLAGS.intersection(value.split())))
+            return " ".join(vendor + sorted(KERNEL_FLAGS.intersection(value.split())))
     return None
 
 

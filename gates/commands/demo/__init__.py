@@ -141,11 +141,23 @@ def _receipt_repeats(workspace: Workspace) -> None:
         _receipt(workspace, ArtifactKind.RAW_LOSS, (path,), Framework.PADDLE)
 
 
-#: CPU extensions the example's recorded runs were made without: with them, MKL and torch
-#: pick other kernels and the recorded torch run's last bits are not reproduced (found on a
-#: Sapphire Rapids machine; no cap through MKL_CBWR, ONEDNN_MAX_CPU_ISA or
-#: ATEN_CPU_CAPABILITY restored them)
-OTHER_KERNELS = frozenset({"amx_tile", "avx512_fp16"})
+#: What the CPUs that recorded the example's runs had at most (`cpu_kernels`): Intel, with
+#: AVX-512 and VNNI (Skylake and Cascade Lake). Beyond them, MKL and torch pick other
+#: kernels and the recorded torch run's last bits are not reproduced: found on a Sapphire
+#: Rapids machine (AMX, AVX512-FP16) and on an Ice Lake one (IFMA, VBMI); no cap through
+#: MKL_CBWR, ONEDNN_MAX_CPU_ISA or ATEN_CPU_CAPABILITY restored them on the first
+RECORDED_KERNELS = frozenset(
+    {
+        "vendor:GenuineIntel",
+        *("avx", "avx2", "fma", "avx512f", "avx512bw", "avx512vl", "avx512dq", "avx512_vnni"),
+    }
+)
+
+
+def kernels_unlike_recording(kernels: str | None) -> list[str] | None:
+    """What ``kernels`` (`cpu_kernels`) hold beyond the example's recording CPUs (another
+    vendor among them); None where the CPU's kernels are not known."""
+    return None if kernels is None else sorted(set(kernels.split()) - RECORDED_KERNELS)
 
 
 def _can_run(module: str) -> bool:
@@ -197,7 +209,7 @@ def _replay(workspace: Workspace, echo: Echo) -> None:
             for w in report["windows"]
         )
         echo(f"  gates replay results/{side} --seed demo-ci-4711: exit {code}; {windows}")
-        other = sorted(OTHER_KERNELS.intersection((cpu_kernels() or "").split()))
+        other = kernels_unlike_recording(cpu_kernels()) or []
         if side == "torch" and code != 0 and other:
             echo(
                 f"  note: the recorded torch run was made on a CPU without {', '.join(other)};"
