@@ -30,7 +30,15 @@ import tempfile
 import time
 from pathlib import Path
 
-from common import median_cpu_seconds, median_seconds, report
+from common import (
+    lowest_of,
+    median_cpu_seconds,
+    median_of,
+    median_ratio,
+    median_seconds,
+    ratios,
+    report,
+)
 
 from gates.canonical import pretty_json
 from gates.commands.init import init
@@ -200,6 +208,27 @@ def timed(steps: list[Step], repeats: int, cwd: Path) -> tuple[float, float]:
     return statistics.median(walls), statistics.median(cpus)
 
 
+def interleaved_children(
+    commands: dict[str, list[Step]], repeats: int, cwd: Path
+) -> list[dict[str, float]]:
+    """Each command's wall seconds (``name``) and its children's CPU seconds (``name_cpu``)
+    in each of ``repeats`` rounds, every command once a round (common.interleaved_cpu_seconds
+    for child processes)."""
+    rounds = []
+    for _ in range(repeats):
+        timed_round: dict[str, float] = {}
+        for name, steps in commands.items():
+            timed_round[name], timed_round[f"{name}_cpu"] = timed(steps, 1, cwd)
+        rounds.append(timed_round)
+    return rounds
+
+
+def lowest_ratio(rounds: list[dict[str, float]], numerator: str, denominator: str) -> float:
+    """The ratio of two commands' least CPU seconds (contention only ever adds time)."""
+    least = lowest_of(rounds, f"{numerator}_cpu") / lowest_of(rounds, f"{denominator}_cpu")
+    return round(least, 2)
+
+
 def raw_freeze_git_steps(pin: str) -> list[Step]:
     """The git commands `audit_source_freeze.py` runs on a pinned clean tree, as plain calls."""
     governance = [
@@ -252,28 +281,36 @@ def main() -> int:
         scripts = Path(sys.executable).parent
         gates_script = [str(scripts / "gates"), *gates[3:]]
         status: list[Step] = [(["git", "status", "--porcelain"], None)]
-        git_status, git_status_cpu = timed(status, args.repeats, root)
+        script = [sys.executable, str(REPO / "audit_source_freeze.py"), "-C", str(root)]
+        freeze_console = [str(scripts / "audit-source-freeze"), "-C", str(root)]
         cache = cache_file(root)
         if cache is not None:
             cache.unlink(missing_ok=True)
         cold = median_seconds_of([(gates, None)], 1, root)
-        warm, warm_cpu = timed([(gates, None)], args.repeats, root)
-        # the hook's own command, and git status again beside it (the load moves)
-        timed([(gates_script, None)], 2, root)  # its own stored report (another sys.path)
-        warm_script, warm_script_cpu = timed([(gates_script, None)], args.repeats, root)
-        git_status_again, _ = timed(status, args.repeats, root)
+        # each warm answer's own stored report first (each has its own sys.path and argv)
+        for warming in (gates, gates_script, script, freeze_console):
+            timed([(warming, None)], 2, root)
+        # every command once a round, interleaved: a ratio taken within a round sees the
+        # machine as both its sides saw it
+        rounds = interleaved_children(
+            {
+                "status": status,
+                "warm": [(gates, None)],
+                "script": [(gates_script, None)],
+                "freeze": [(script, None)],
+                "freeze_console": [(freeze_console, None)],
+                "raw": raw_freeze_git_steps(pin),
+                "python": [([sys.executable, "-c", "pass"], None)],
+            },
+            args.repeats,
+            root,
+        )
         audit = json.loads(subprocess.run(gates, capture_output=True, check=False).stdout)
         formal = sum(r["status"] == "formal" for r in audit["receipts"])
-        script = [sys.executable, str(REPO / "audit_source_freeze.py"), "-C", str(root)]
-        timed([(script, None)], 2, root)
-        freeze, freeze_cpu = timed([(script, None)], args.repeats, root)
-        freeze_console = [str(scripts / "audit-source-freeze"), "-C", str(root)]
-        timed([(freeze_console, None)], 2, root)
-        freeze_script, freeze_script_cpu = timed([(freeze_console, None)], args.repeats, root)
-        raw, raw_cpu = timed(raw_freeze_git_steps(pin), args.repeats, root)
+        git_status, git_status_cpu = median_of(rounds, "status"), median_of(rounds, "status_cpu")
+        raw = median_of(rounds, "raw")
         fingerprint_s, fingerprint_cpu = fingerprint_seconds(root, args.repeats)
         walk_cpu = median_cpu_seconds(lambda: bare_walk(root), args.repeats)
-        _, python_cpu = timed([([sys.executable, "-c", "pass"], None)], args.repeats, root)
         script_modules, script_ms = import_totals(script[1:], root)
         audit_modules, audit_ms = import_totals(gates[1:], root)
         # the warm audit as the index alone answers it (the stored report is deleted first),
@@ -286,29 +323,48 @@ def main() -> int:
             "receipts": args.receipts,
             "receipts_judged_formal": formal,
             "audit_cold_over_git_status": round(cold / git_status, 2),
-            "audit_warm_over_git_status": round(warm / git_status, 2),
-            "audit_warm_cpu_over_git_status_cpu": round(warm_cpu / git_status_cpu, 2),
+            "audit_warm_over_git_status": round(median_ratio(rounds, "warm", "status"), 2),
+            "audit_warm_cpu_over_git_status_cpu": round(
+                median_ratio(rounds, "warm_cpu", "status_cpu"), 2
+            ),
             "audit_warm_gates_script_over_git_status": round(
-                warm_script / ((git_status + git_status_again) / 2), 2
+                median_ratio(rounds, "script", "status"), 2
             ),
             "audit_warm_gates_script_cpu_over_git_status_cpu": round(
-                warm_script_cpu / git_status_cpu, 2
+                median_ratio(rounds, "script_cpu", "status_cpu"), 2
             ),
-            "audit_cold_over_warm": round(cold / warm, 2),
+            "audit_warm_cpu_over_git_status_cpu_lowest": lowest_ratio(rounds, "warm", "status"),
+            "audit_warm_gates_script_cpu_over_git_status_cpu_lowest": lowest_ratio(
+                rounds, "script", "status"
+            ),
+            "audit_warm_gates_script_cpu_over_git_status_cpu_each_round": [
+                round(ratio, 2) for ratio in ratios(rounds, "script_cpu", "status_cpu")
+            ],
+            "audit_cold_over_warm": round(cold / median_of(rounds, "warm"), 2),
             "audit_index_warm_over_git_status": round((index_warm - drop_only) / git_status, 2),
             "audit_index_warm_cpu_over_git_status_cpu": round(
                 (index_warm_cpu - drop_only_cpu) / git_status_cpu, 2
             ),
-            "audit_stored_over_index_warm": round(warm / (index_warm - drop_only), 3),
-            "freeze_script_over_raw_git": round(freeze / raw, 2),
-            "freeze_script_cpu_over_raw_git_cpu": round(freeze_cpu / raw_cpu, 2),
-            "freeze_console_script_over_raw_git": round(freeze_script / raw, 2),
-            "freeze_console_script_cpu_over_raw_git_cpu": round(freeze_script_cpu / raw_cpu, 2),
+            "audit_stored_over_index_warm": round(
+                median_of(rounds, "warm") / (index_warm - drop_only), 3
+            ),
+            "freeze_script_over_raw_git": round(median_ratio(rounds, "freeze", "raw"), 2),
+            "freeze_script_cpu_over_raw_git_cpu": round(
+                median_ratio(rounds, "freeze_cpu", "raw_cpu"), 2
+            ),
+            "freeze_console_script_over_raw_git": round(
+                median_ratio(rounds, "freeze_console", "raw"), 2
+            ),
+            "freeze_console_script_cpu_over_raw_git_cpu": round(
+                median_ratio(rounds, "freeze_console_cpu", "raw_cpu"), 2
+            ),
             "fingerprint_over_git_status": round(fingerprint_s / git_status, 2),
             "fingerprint_cpu_over_git_status_cpu": round(fingerprint_cpu / git_status_cpu, 2),
             "fingerprint_over_raw_git": round(fingerprint_s / raw, 2),
             "bare_walk_cpu_over_git_status_cpu": round(walk_cpu / git_status_cpu, 2),
-            "python_pass_cpu_over_git_status_cpu": round(python_cpu / git_status_cpu, 2),
+            "python_pass_cpu_over_git_status_cpu": round(
+                median_ratio(rounds, "python_cpu", "status_cpu"), 2
+            ),
             "freeze_script_import_modules": script_modules,
             "freeze_script_import_ms": script_ms,
             "warm_audit_import_modules": audit_modules,
