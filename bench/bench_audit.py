@@ -31,13 +31,13 @@ import time
 from pathlib import Path
 
 from common import (
-    lowest_of,
+    lowest_ratio,
     median_cpu_seconds,
     median_of,
-    median_ratio,
     median_seconds,
-    ratios,
     report,
+    rounded_median_ratio,
+    rounded_ratios,
 )
 
 from gates.canonical import pretty_json
@@ -193,19 +193,20 @@ def timed(steps: list[Step], repeats: int, cwd: Path) -> tuple[float, float]:
     for _ in range(repeats):
         before = resource.getrusage(resource.RUSAGE_CHILDREN)
         start = time.perf_counter()
-        for command, stdin in steps:
-            subprocess.run(
-                command,
-                input=stdin,
-                cwd=cwd,
-                capture_output=True,
-                check=False,
-                env=BENCH_ENV,
-            )
+        run_steps(steps, cwd)
         walls.append(time.perf_counter() - start)
         after = resource.getrusage(resource.RUSAGE_CHILDREN)
         cpus.append(after.ru_utime + after.ru_stime - before.ru_utime - before.ru_stime)
     return statistics.median(walls), statistics.median(cpus)
+
+
+def run_steps(steps: list[Step], cwd: Path) -> None:
+    """Each (command, stdin) in ``cwd``, its output read, in the timed runs' environment
+    (gates' own git settings: no optional locks, no replace refs)."""
+    for command, stdin in steps:
+        subprocess.run(
+            command, input=stdin, cwd=cwd, capture_output=True, check=False, env=BENCH_ENV
+        )
 
 
 def interleaved_children(
@@ -221,12 +222,6 @@ def interleaved_children(
             timed_round[name], timed_round[f"{name}_cpu"] = timed(steps, 1, cwd)
         rounds.append(timed_round)
     return rounds
-
-
-def lowest_ratio(rounds: list[dict[str, float]], numerator: str, denominator: str) -> float:
-    """The ratio of two commands' least CPU seconds (contention only ever adds time)."""
-    least = lowest_of(rounds, f"{numerator}_cpu") / lowest_of(rounds, f"{denominator}_cpu")
-    return round(least, 2)
 
 
 def raw_freeze_git_steps(pin: str) -> list[Step]:
@@ -323,23 +318,25 @@ def main() -> int:
             "receipts": args.receipts,
             "receipts_judged_formal": formal,
             "audit_cold_over_git_status": round(cold / git_status, 2),
-            "audit_warm_over_git_status": round(median_ratio(rounds, "warm", "status"), 2),
-            "audit_warm_cpu_over_git_status_cpu": round(
-                median_ratio(rounds, "warm_cpu", "status_cpu"), 2
+            "audit_warm_over_git_status": rounded_median_ratio(rounds, "warm", "status"),
+            "audit_warm_cpu_over_git_status_cpu": rounded_median_ratio(
+                rounds, "warm_cpu", "status_cpu"
             ),
-            "audit_warm_gates_script_over_git_status": round(
-                median_ratio(rounds, "script", "status"), 2
-            ),
-            "audit_warm_gates_script_cpu_over_git_status_cpu": round(
-                median_ratio(rounds, "script_cpu", "status_cpu"), 2
-            ),
-            "audit_warm_cpu_over_git_status_cpu_lowest": lowest_ratio(rounds, "warm", "status"),
-            "audit_warm_gates_script_cpu_over_git_status_cpu_lowest": lowest_ratio(
+            "audit_warm_gates_script_over_git_status": rounded_median_ratio(
                 rounds, "script", "status"
             ),
-            "audit_warm_gates_script_cpu_over_git_status_cpu_each_round": [
-                round(ratio, 2) for ratio in ratios(rounds, "script_cpu", "status_cpu")
-            ],
+            "audit_warm_gates_script_cpu_over_git_status_cpu": rounded_median_ratio(
+                rounds, "script_cpu", "status_cpu"
+            ),
+            "audit_warm_cpu_over_git_status_cpu_lowest": lowest_ratio(
+                rounds, "warm_cpu", "status_cpu"
+            ),
+            "audit_warm_gates_script_cpu_over_git_status_cpu_lowest": lowest_ratio(
+                rounds, "script_cpu", "status_cpu"
+            ),
+            "audit_warm_gates_script_cpu_over_git_status_cpu_each_round": rounded_ratios(
+                rounds, "script_cpu", "status_cpu"
+            ),
             "audit_cold_over_warm": round(cold / median_of(rounds, "warm"), 2),
             "audit_index_warm_over_git_status": round((index_warm - drop_only) / git_status, 2),
             "audit_index_warm_cpu_over_git_status_cpu": round(
@@ -348,22 +345,22 @@ def main() -> int:
             "audit_stored_over_index_warm": round(
                 median_of(rounds, "warm") / (index_warm - drop_only), 3
             ),
-            "freeze_script_over_raw_git": round(median_ratio(rounds, "freeze", "raw"), 2),
-            "freeze_script_cpu_over_raw_git_cpu": round(
-                median_ratio(rounds, "freeze_cpu", "raw_cpu"), 2
+            "freeze_script_over_raw_git": rounded_median_ratio(rounds, "freeze", "raw"),
+            "freeze_script_cpu_over_raw_git_cpu": rounded_median_ratio(
+                rounds, "freeze_cpu", "raw_cpu"
             ),
-            "freeze_console_script_over_raw_git": round(
-                median_ratio(rounds, "freeze_console", "raw"), 2
+            "freeze_console_script_over_raw_git": rounded_median_ratio(
+                rounds, "freeze_console", "raw"
             ),
-            "freeze_console_script_cpu_over_raw_git_cpu": round(
-                median_ratio(rounds, "freeze_console_cpu", "raw_cpu"), 2
+            "freeze_console_script_cpu_over_raw_git_cpu": rounded_median_ratio(
+                rounds, "freeze_console_cpu", "raw_cpu"
             ),
             "fingerprint_over_git_status": round(fingerprint_s / git_status, 2),
             "fingerprint_cpu_over_git_status_cpu": round(fingerprint_cpu / git_status_cpu, 2),
             "fingerprint_over_raw_git": round(fingerprint_s / raw, 2),
             "bare_walk_cpu_over_git_status_cpu": round(walk_cpu / git_status_cpu, 2),
-            "python_pass_cpu_over_git_status_cpu": round(
-                median_ratio(rounds, "python_cpu", "status_cpu"), 2
+            "python_pass_cpu_over_git_status_cpu": rounded_median_ratio(
+                rounds, "python_cpu", "status_cpu"
             ),
             "freeze_script_import_modules": script_modules,
             "freeze_script_import_ms": script_ms,

@@ -38,17 +38,17 @@ from operator import add
 from pathlib import Path
 
 import orjson
-from bench_audit import Step, raw_freeze_git_steps
+from bench_audit import Step, raw_freeze_git_steps, run_steps
 from bench_checkpoint import openssl, write_sharded
 from common import (
     interleaved_cpu_seconds,
-    lowest_of,
+    lowest_ratio,
     median_cpu_seconds,
     median_of,
-    median_ratio,
     median_seconds,
-    ratios,
     report,
+    rounded_median_ratio,
+    rounded_ratios,
 )
 from glm52_keyset import load_config, paddle_keyset, reference_keyset, write_header_only
 from safetensors import safe_open
@@ -329,33 +329,19 @@ def inventory(args: argparse.Namespace, root: Path) -> dict[str, object]:
         "inventory_check_output_over_safe_open_listing": round(checked / listed, 2),
         "inventory_write_json_over_safe_open_listing": round(written / listed, 2),
         "json_dumps_compact_over_safe_open_listing": round(compact / listed, 2),
-        "inventory_diff_over_safe_open_listing": round(median_ratio(rounds, "diff", "listing"), 2),
+        "inventory_diff_over_safe_open_listing": rounded_median_ratio(rounds, "diff", "listing"),
         "stripped_diff_cpu_seconds": round(stripped, 2),
-        "stripped_diff_over_safe_open_listing": round(
-            median_ratio(rounds, "stripped", "listing"), 2
-        ),
-        "inventory_diff_over_stripped_diff": round(median_ratio(rounds, "diff", "stripped"), 2),
-        "inventory_diff_over_safe_open_listing_lowest": round(
-            lowest_of(rounds, "diff") / lowest_of(rounds, "listing"), 2
-        ),
-        "stripped_diff_over_safe_open_listing_lowest": round(
-            lowest_of(rounds, "stripped") / lowest_of(rounds, "listing"), 2
-        ),
-        "inventory_diff_over_stripped_diff_each_round": [
-            round(ratio, 2) for ratio in ratios(rounds, "diff", "stripped")
-        ],
+        "stripped_diff_over_safe_open_listing": rounded_median_ratio(rounds, "stripped", "listing"),
+        "inventory_diff_over_stripped_diff": rounded_median_ratio(rounds, "diff", "stripped"),
+        "inventory_diff_over_safe_open_listing_lowest": lowest_ratio(rounds, "diff", "listing"),
+        "stripped_diff_over_safe_open_listing_lowest": lowest_ratio(rounds, "stripped", "listing"),
+        "inventory_diff_over_stripped_diff_each_round": rounded_ratios(rounds, "diff", "stripped"),
         "strict_floor_cpu_seconds": round(median_of(rounds, "floor"), 2),
-        "strict_floor_over_safe_open_listing": round(median_ratio(rounds, "floor", "listing"), 2),
-        "strict_floor_over_safe_open_listing_lowest": round(
-            lowest_of(rounds, "floor") / lowest_of(rounds, "listing"), 2
-        ),
-        "inventory_diff_over_strict_floor": round(median_ratio(rounds, "diff", "floor"), 2),
-        "inventory_diff_over_strict_floor_lowest": round(
-            lowest_of(rounds, "diff") / lowest_of(rounds, "floor"), 2
-        ),
-        "inventory_diff_over_strict_floor_each_round": [
-            round(ratio, 2) for ratio in ratios(rounds, "diff", "floor")
-        ],
+        "strict_floor_over_safe_open_listing": rounded_median_ratio(rounds, "floor", "listing"),
+        "strict_floor_over_safe_open_listing_lowest": lowest_ratio(rounds, "floor", "listing"),
+        "inventory_diff_over_strict_floor": rounded_median_ratio(rounds, "diff", "floor"),
+        "inventory_diff_over_strict_floor_lowest": lowest_ratio(rounds, "diff", "floor"),
+        "inventory_diff_over_strict_floor_each_round": rounded_ratios(rounds, "diff", "floor"),
     }
 
 
@@ -385,7 +371,7 @@ def stripped_diff(folders: list[Path], ruleset: RuleSet, out: Path) -> bytes:
 
 
 def strict_floor_diff(
-    folders: list[Path], ruleset: RuleSet, out: Path, freeze: list[Step]
+    folders: list[Path], ruleset: RuleSet, out: Path, freeze: tuple[list[Step], Path]
 ) -> bytes:
     """The stripped diff and what no implementation of the command that keeps its promises
     can leave out, each part by the one library call that does it: each side's index read
@@ -393,9 +379,11 @@ def strict_floor_diff(
     the headers (made by `dict.update` in C); the output written as gates writes every
     output (a temporary file, fsync, rename: `write_bytes_atomic`) and hashed back from the
     disk by hashlib, as its receipt binds the file and not the bytes in memory, between the
-    git commands of two freeze judgements (``freeze``, run raw: the receipt is formal only
-    under a passing freeze before and after the hashing). The floor the target is measured
-    against (docs/performance.md, "The floor of a strict diff")."""
+    git commands of two freeze judgements of the workspace (``freeze``: the commands and
+    the workspace, run raw; the receipt is formal only under a passing freeze before and
+    after the hashing). Their children's CPU counts on neither side of the bench's ratios
+    (CPU seconds of this process). The floor the target is measured against
+    (docs/performance.md, "The floor of a strict diff")."""
     sides = []
     for folder in folders:
         found, placed = _stripped_side(folder)
@@ -404,23 +392,18 @@ def strict_floor_diff(
         sides.append(found)
     written = _stripped_document(sides, ruleset)
     write_bytes_atomic(out, written)
-    run_steps(freeze, out.parent)
+    run_steps(*freeze)
     with out.open("rb", buffering=0) as handle:
         hashlib.file_digest(handle, "sha256").hexdigest()
-    run_steps(freeze, out.parent)
+    run_steps(*freeze)
     return written
 
 
-def freeze_steps(ws: Path) -> list[Step]:
-    """The git commands of one freeze judgement of ``ws`` (bench_audit.py's, as run raw)."""
+def freeze_steps(ws: Path) -> tuple[list[Step], Path]:
+    """The git commands of one freeze judgement of ``ws`` (bench_audit.py's, as run raw) and
+    the folder they run in."""
     pin = subprocess.run(["git", "-C", ws, "rev-parse", "HEAD"], capture_output=True, check=True)
-    return raw_freeze_git_steps(pin.stdout.decode().strip())
-
-
-def run_steps(steps: list[Step], cwd: Path) -> None:
-    """Each (command, stdin), as gates runs git: its output read, the return code kept."""
-    for command, stdin in steps:
-        subprocess.run(command, input=stdin, cwd=cwd, capture_output=True, check=False)
+    return raw_freeze_git_steps(pin.stdout.decode().strip()), ws
 
 
 def _stripped_side(

@@ -62,6 +62,21 @@ def median_ratio(rounds: list[dict[str, float]], numerator: str, denominator: st
     return statistics.median(ratios(rounds, numerator, denominator))
 
 
+def rounded_median_ratio(rounds: list[dict[str, float]], numerator: str, denominator: str) -> float:
+    """`median_ratio` to two places, as the benches report it."""
+    return round(median_ratio(rounds, numerator, denominator), 2)
+
+
+def lowest_ratio(rounds: list[dict[str, float]], numerator: str, denominator: str) -> float:
+    """The ratio of two actions' least times, to two places."""
+    return round(lowest_of(rounds, numerator) / lowest_of(rounds, denominator), 2)
+
+
+def rounded_ratios(rounds: list[dict[str, float]], numerator: str, denominator: str) -> list[float]:
+    """Each round's ratio (`ratios`), to two places."""
+    return [round(ratio, 2) for ratio in ratios(rounds, numerator, denominator)]
+
+
 def report(results: dict[str, object], out: Path) -> None:
     """Write the figures to ``out`` (JSON) and print them, one a line."""
     out.parent.mkdir(parents=True, exist_ok=True)

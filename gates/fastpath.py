@@ -67,6 +67,7 @@ STORE_VERSION = b"gates-fastpath 4"
 FORMATS = ("text", "json", "junit")
 RACY_WINDOW_NS = 2_000_000_000
 _S_ISDIR = stat.S_ISDIR
+_S_ISLNK = stat.S_ISLNK
 _DIRECTORY_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC
 _ENV_PREFIXES = ("GATES_", "GIT_", "LC_", "XDG_", "PYTHON", "GITHUB_", "PRE_COMMIT")
 _ENV_NAMES = frozenset(
@@ -240,7 +241,7 @@ class _Digest:
                             continue
                         info = entry.stat(follow_symlinks=False)
                         row = name.encode("utf-8", "surrogateescape") + _packed_key(info)
-                        if entry.is_symlink():
+                        if _S_ISLNK(info.st_mode):  # the row's own mode says a target follows
                             row += self._target(f"{folder}/{name}")
                         rows.append(row)
                         if track_newest:

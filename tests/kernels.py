@@ -2,7 +2,8 @@
 with others.
 
 The example's runs (examples/glm52-minimal) were recorded on Intel x86-64 CPUs with AVX-512
-and VNNI at most (`RECORDED_KERNELS`). On CPUs with more (IFMA and VBMI on Ice Lake, AMX and
+and VNNI, and their bytes were seen to reproduce there and on an AMD EPYC that shows AVX2
+and FMA only (`REPRODUCING_KERNELS`). On CPUs with more (IFMA and VBMI on Ice Lake, AMX and
 AVX512-FP16 on Sapphire Rapids), MKL and torch choose other kernels (no ISA cap through
 MKL_CBWR, ONEDNN_MAX_CPU_ISA or ATEN_CPU_CAPABILITY restored the recorded bits on the
 latter), and the losses differ in their last bits from about the tenth step. There, and

@@ -50,12 +50,14 @@ def test_demo_shows_the_blocked_pr_then_what_discharges(capsys: pytest.CaptureFi
     # a verifier replays two windows drawn from its seed on each side: the same bits (the
     # recorded torch run by the torch of the test extra)
     assert "gates replay results/paddle --seed demo-ci-4711: exit 0;" in after
+    reproduced = "gates replay results/torch --seed demo-ci-4711: exit 0;" in after
     if kernels_as_recorded():
-        assert "gates replay results/torch --seed demo-ci-4711: exit 0;" in after
+        assert reproduced
+    if reproduced:
         assert after.count("): match") == 4
-    else:  # the recorded torch run's last bits come from other kernels (tests/kernels.py)
+    else:  # on other kernels the recorded last bits may not come back (tests/kernels.py)
         assert "gates replay results/torch --seed demo-ci-4711: exit 1;" in after
-        assert "note: the recorded torch run was made on a CPU without" in after
+        assert "note: the recorded torch run was made on another CPU" in after
         assert after.count("): match") == 2
     assert "escapes with probability about (1 - f)^2" in after
     # a run whose loss was edited after one step and signed with the stolen key: caught

@@ -17,8 +17,9 @@ BUILD_FIELDS = (
     "cuda_version",
     "cudnn_version",
 )
-#: what the run ran on; a CPU is told apart by the extensions that pick its kernels
-#: (`cpu_kernels`: the same build computes other last bits with AMX or AVX512-FP16)
+#: what the run ran on; a CPU is told apart by its vendor and the extensions that pick its
+#: kernels (`cpu_kernels`: the same build computes other last bits with IFMA and VBMI, or
+#: AMX and AVX512-FP16, than on a Cascade Lake)
 HARDWARE_FIELDS = ("device_name", "device_count", "cpu_kernels")
 
 

@@ -141,23 +141,36 @@ def _receipt_repeats(workspace: Workspace) -> None:
         _receipt(workspace, ArtifactKind.RAW_LOSS, (path,), Framework.PADDLE)
 
 
-#: What the CPUs that recorded the example's runs had at most (`cpu_kernels`): Intel, with
-#: AVX-512 and VNNI (Skylake and Cascade Lake). Beyond them, MKL and torch pick other
-#: kernels and the recorded torch run's last bits are not reproduced: found on a Sapphire
-#: Rapids machine (AMX, AVX512-FP16) and on an Ice Lake one (IFMA, VBMI); no cap through
-#: MKL_CBWR, ONEDNN_MAX_CPU_ISA or ATEN_CPU_CAPABILITY restored them on the first
-RECORDED_KERNELS = frozenset(
-    {
-        "vendor:GenuineIntel",
-        *("avx", "avx2", "fma", "avx512f", "avx512bw", "avx512vl", "avx512dq", "avx512_vnni"),
-    }
+#: The kernels (`cpu_kernels`) of the CPUs on which the example's recorded bytes were seen to
+#: reproduce bit for bit: Intel with AVX-512 and VNNI (Cascade Lake, where they were
+#: recorded), and an AMD EPYC that shows its guests AVX2 and FMA only. Elsewhere MKL and
+#: torch may pick other kernels, and on two CPUs the recorded torch run's last bits were not
+#: reproduced: a Sapphire Rapids (AMX, AVX512-FP16) and an Ice Lake (IFMA, VBMI); no cap
+#: through MKL_CBWR, ONEDNN_MAX_CPU_ISA or ATEN_CPU_CAPABILITY restored them on the first.
+REPRODUCING_KERNELS = (
+    frozenset(
+        {
+            "vendor:GenuineIntel",
+            *("avx", "avx2", "fma", "avx512f", "avx512bw", "avx512vl", "avx512dq", "avx512_vnni"),
+        }
+    ),
+    frozenset({"vendor:AuthenticAMD", "avx", "avx2", "fma"}),
 )
 
 
 def kernels_unlike_recording(kernels: str | None) -> list[str] | None:
-    """What ``kernels`` (`cpu_kernels`) hold beyond the example's recording CPUs (another
-    vendor among them); None where the CPU's kernels are not known."""
-    return None if kernels is None else sorted(set(kernels.split()) - RECORDED_KERNELS)
+    """How ``kernels`` (`cpu_kernels`) differ from the nearest of `REPRODUCING_KERNELS`:
+    ``+x`` for what they have beyond it (another vendor among it), ``-x`` for what they lack;
+    None where the CPU's kernels are not known. Empty only on one of those sets itself."""
+    if kernels is None:
+        return None
+    found = set(kernels.split())
+    return min((_unlike(found, known) for known in REPRODUCING_KERNELS), key=len)
+
+
+def _unlike(found: set[str], known: frozenset[str]) -> list[str]:
+    beyond, lacking = sorted(found - known), sorted(known - found)
+    return [f"+{name}" for name in beyond] + [f"-{name}" for name in lacking]
 
 
 def _can_run(module: str) -> bool:
@@ -212,9 +225,10 @@ def _replay(workspace: Workspace, echo: Echo) -> None:
         other = kernels_unlike_recording(cpu_kernels()) or []
         if side == "torch" and code != 0 and other:
             echo(
-                f"  note: the recorded torch run was made on a CPU without {', '.join(other)};"
-                " this one has them, and torch picks other kernels here whose last bits"
-                " differ: bit-exact replay holds on the run's own build and hardware only"
+                "  note: the recorded torch run was made on another CPU (this one's kernels"
+                f" against those it reproduces on: {' '.join(other)}); torch picks other"
+                " kernels here whose last bits differ: bit-exact replay holds on the run's own"
+                " build and hardware only"
             )
         power = report["detection_power"]
     echo(f"  {power}")
