@@ -301,8 +301,7 @@ def test_what_is_never_answered_warm(receipted: Workspace, tmp_path: Path) -> No
     assert audit(receipted.root, "--format", "json").path == "full"
 
 
-@pytest.mark.slow
-@pytest.mark.serial
+@pytest.mark.slow  # no measurement in it: it shares the cores with the other slow tests
 def test_ten_thousand_receipts_answer_warm_byte_for_byte(tmp_path: Path) -> None:
     sys.path.insert(0, str(REPO_ROOT / "bench"))
     try:
