@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 from safetensors.numpy import save_file
 
-from gates.commands.demo import kernels_unlike_recording
+from gates.commands.demo import kernels_note, kernels_unlike_recording
 from gates.replay.environments import environment_differences
 from gates.training.env import capture, cpu_kernels
 from tests.kernels import assert_close_files
@@ -93,6 +93,18 @@ def test_a_cpu_unlike_the_recording_ones_says_how_it_differs(
     are not expected (the demo names how it differs from the nearest)."""
     (tmp_path / "cpuinfo").write_text(text)
     assert kernels_unlike_recording(cpu_kernels(tmp_path / "cpuinfo")) == unlike
+
+
+def test_the_demo_explains_a_failed_torch_replay_unless_the_kernels_are_the_recorded_ones() -> None:
+    """Where the recorded bytes reproduce, a failed replay is not the kernels' and no note
+    excuses it; elsewhere, and where the CPU's kernels are not known, the note says so."""
+    assert kernels_note([]) is None
+    other = kernels_note(["+avx512ifma", "-vendor:AuthenticAMD"])
+    assert other is not None
+    assert "(this one's kernels against those it reproduces on: +avx512ifma" in other
+    unknown = kernels_note(None)
+    assert unknown is not None
+    assert "another CPU (this one's kernels not known)" in unknown
 
 
 def test_kernels_not_known_are_never_the_recorded_ones(tmp_path: Path) -> None:

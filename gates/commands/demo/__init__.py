@@ -168,6 +168,20 @@ def kernels_unlike_recording(kernels: str | None) -> list[str] | None:
     return min((_unlike(found, known) for known in REPRODUCING_KERNELS), key=len)
 
 
+def kernels_note(unlike: list[str] | None) -> str | None:
+    """What the demo says when the recorded torch run's replay fails here, given how this
+    CPU's kernels differ from those its bytes reproduce on (`kernels_unlike_recording`):
+    nothing on one of those (a failure there is not the kernels')."""
+    if unlike == []:
+        return None
+    shown = "not known" if unlike is None else f"against those it reproduces on: {' '.join(unlike)}"
+    return (
+        f"note: the recorded torch run was made on another CPU (this one's kernels {shown});"
+        " torch picks other kernels here whose last bits differ: bit-exact replay holds on"
+        " the run's own build and hardware only"
+    )
+
+
 def _unlike(found: set[str], known: frozenset[str]) -> list[str]:
     beyond, lacking = sorted(found - known), sorted(known - found)
     return [f"+{name}" for name in beyond] + [f"-{name}" for name in lacking]
@@ -222,14 +236,10 @@ def _replay(workspace: Workspace, echo: Echo) -> None:
             for w in report["windows"]
         )
         echo(f"  gates replay results/{side} --seed demo-ci-4711: exit {code}; {windows}")
-        other = kernels_unlike_recording(cpu_kernels()) or []
-        if side == "torch" and code != 0 and other:
-            echo(
-                "  note: the recorded torch run was made on another CPU (this one's kernels"
-                f" against those it reproduces on: {' '.join(other)}); torch picks other"
-                " kernels here whose last bits differ: bit-exact replay holds on the run's own"
-                " build and hardware only"
-            )
+        if side == "torch" and code != 0:
+            note = kernels_note(kernels_unlike_recording(cpu_kernels()))
+            if note:
+                echo(f"  {note}")
         power = report["detection_power"]
     echo(f"  {power}")
     _forged_replay(workspace, echo)
