@@ -51,12 +51,12 @@ browser:
 
 # every test, in three lanes (docs/performance.md, "The test suite"): the fast lane and the
 # slow tests that may share the machine, each on every core (pytest-xdist; each worker has its
-# own temporary folders, HOME, signing key and caches), then the tests marked serial one at a
-# time (real training runs, two-rank launchers and measurements size their own processes)
+# own temporary folders, HOME, signing key and caches), then the tests marked heavy two at a
+# time (real training runs and two-rank launchers size their own processes to the machine)
 test: $(STAMP) browser
 	$(BIN)/python -m pytest -q -m "not slow" -n auto
-	$(BIN)/python -m pytest -q -m "slow and not serial" -n auto
-	$(BIN)/python -m pytest -q -m serial
+	$(BIN)/python -m pytest -q -m "slow and not heavy" -n auto
+	$(BIN)/python -m pytest -q -m heavy -n 2 --dist loadfile
 
 # the edit-test loop: every test not marked slow (unit and CLI tests in-process on real git
 # repositories), on every core; `make test` (and .ci/run) still runs them all

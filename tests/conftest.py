@@ -4,8 +4,9 @@ file, a pinned workspace. Helpers live in tests/helpers.py.
 The lanes (docs/performance.md, "The test suite"): a test that costs more than about half a
 second of CPU of its own (a sandboxed run, a subprocess of gates, a Paddle or torch import)
 carries `@pytest.mark.slow` where it is defined, as a decorator or the module's `pytestmark`;
-one that must also run alone (training runs, two-rank launchers, memory and timing
-measurements) carries `@pytest.mark.serial` besides."""
+one that launches training, a two-rank launcher or processes that size themselves to the
+machine, or that measures memory, carries `@pytest.mark.heavy` besides: those run after the
+others, two at a time."""
 
 from __future__ import annotations
 

@@ -77,7 +77,7 @@ def external_glm(
 
 
 @pytest.mark.slow
-@pytest.mark.serial
+@pytest.mark.heavy
 def test_two_ranks_give_the_single_process_digest_and_say_who_hashed_what(
     external_glm: Workspace, capsys: pytest.CaptureFixture[str], tmp_path: Path
 ) -> None:
@@ -158,7 +158,7 @@ with open(sys.argv[1], "w") as handle:
 
 
 @pytest.mark.slow
-@pytest.mark.serial
+@pytest.mark.heavy
 def test_a_trainer_calls_it_after_saving_and_failures_name_the_rank(
     external_glm: Workspace, tmp_path: Path
 ) -> None:
@@ -292,7 +292,7 @@ main(sys.argv[3:])
 
 
 @pytest.mark.slow
-@pytest.mark.serial
+@pytest.mark.heavy
 def test_ranks_started_seconds_apart_all_read_the_verdict_before_the_store_closes(
     external_glm: Workspace, tmp_path: Path
 ) -> None:

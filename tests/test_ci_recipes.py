@@ -206,7 +206,7 @@ def _builder() -> str | None:
 
 
 @pytest.mark.slow
-@pytest.mark.serial
+@pytest.mark.heavy
 def test_the_container_image_builds_with_gates_bubblewrap_and_paddle() -> None:
     """Builds the image CI owners run (ci/container/Containerfile); runs gates, bwrap, Paddle.
 
@@ -278,7 +278,7 @@ def _github_file(path: Path) -> dict[str, str]:
 
 
 @pytest.mark.slow
-@pytest.mark.serial
+@pytest.mark.heavy
 def test_the_actions_steps_run_on_a_real_clone(ws: Any, session_trust: Any, tmp_path: Path) -> None:
     """The composite action's own shell steps, run by bash as a runner would, on a full clone."""
     commit_all(ws.repo, "the policy: gates.toml and contracts")

@@ -23,7 +23,7 @@ pytestmark = pytest.mark.skipif(
 
 
 @pytest.mark.slow
-@pytest.mark.serial
+@pytest.mark.heavy
 def test_the_real_glm_moe_dsa_config_stores_but_does_not_mean(
     ws: Workspace, capsys: pytest.CaptureFixture[str]
 ) -> None:

@@ -326,7 +326,7 @@ def test_a_class_that_does_not_load_cleanly_is_unmet_never_a_traceback(
 
 
 @pytest.mark.slow
-@pytest.mark.serial
+@pytest.mark.heavy
 def test_a_class_that_hangs_is_killed_at_the_timeout(
     cand: Workspace, capsys: pytest.CaptureFixture[str]
 ) -> None:

@@ -19,7 +19,7 @@ def statuses(section: str) -> dict[str, str]:
 
 
 @pytest.mark.slow
-@pytest.mark.serial
+@pytest.mark.heavy
 def test_demo_shows_the_blocked_pr_then_what_discharges(capsys: pytest.CaptureFixture[str]) -> None:
     result = run_gates(capsys, "demo")
     assert result.code == 0, result.err

@@ -53,7 +53,7 @@ def regenerated(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 @pytest.mark.slow
-@pytest.mark.serial
+@pytest.mark.heavy
 @pytest.mark.parametrize("relpath", DETERMINISTIC)
 def test_regeneration_reproduces_the_committed_bytes(regenerated: Path, relpath: str) -> None:
     """Bit for bit on the kernels the example was recorded with; elsewhere the same numbers
@@ -65,7 +65,7 @@ def test_regeneration_reproduces_the_committed_bytes(regenerated: Path, relpath:
 
 
 @pytest.mark.slow
-@pytest.mark.serial
+@pytest.mark.heavy
 def test_the_regenerated_repeats_are_bit_identical_on_this_machine(regenerated: Path) -> None:
     """The determinism experiment's three repeats, regenerated here, agree bit for bit with
     each other whatever kernels this CPU has."""

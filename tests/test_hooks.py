@@ -63,7 +63,7 @@ def consumer(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> tuple[Path, 
 
 
 @pytest.mark.slow
-@pytest.mark.serial
+@pytest.mark.heavy
 def test_pre_commit_runs_our_hooks_from_a_file_url(consumer: tuple[Path, dict[str, str]]) -> None:
     root, env = consumer
     passing = run([*PRE_COMMIT, "run", "--all-files", "--hook-stage", "pre-push"], root, env)
@@ -81,7 +81,7 @@ def test_pre_commit_runs_our_hooks_from_a_file_url(consumer: tuple[Path, dict[st
 
 
 @pytest.mark.slow
-@pytest.mark.serial
+@pytest.mark.heavy
 def test_changes_stashed_by_pre_commit_are_named(consumer: tuple[Path, dict[str, str]]) -> None:
     root, env = consumer
     write(root, "results/notes.txt", "staged evidence\n")

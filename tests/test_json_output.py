@@ -135,7 +135,7 @@ def invocations(ws: Workspace, claims: Path) -> dict[str, list[str]]:
 
 
 @pytest.mark.slow
-@pytest.mark.serial
+@pytest.mark.heavy
 def test_every_json_format_prints_one_document(
     ws: Workspace, capsys: pytest.CaptureFixture[str], tmp_path: Path
 ) -> None:

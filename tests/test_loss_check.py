@@ -270,7 +270,7 @@ def test_determinism_of_three_repeats(ws: Workspace, capsys: pytest.CaptureFixtu
 
 
 @pytest.mark.slow
-@pytest.mark.serial
+@pytest.mark.heavy
 def test_a_million_steps_parsed_once_per_file(
     ws: Workspace, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:

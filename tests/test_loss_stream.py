@@ -200,7 +200,7 @@ print(peak() - before)
 
 
 @pytest.mark.slow
-@pytest.mark.serial
+@pytest.mark.heavy
 def test_memory_grows_by_less_than_the_files_size(tmp_path: Path) -> None:
     """Two 1.5-million-step files (about 30 MB each): reading and comparing both grows the
     process by the float64 values (12 MB each) and a block, not by the parsed documents

@@ -56,7 +56,7 @@ def receipt(ws: Workspace, relpath: str) -> dict[str, object]:
 
 
 @pytest.mark.slow
-@pytest.mark.serial
+@pytest.mark.heavy
 def test_a_formal_run_on_a_frozen_workspace(paddle_ws: Workspace) -> None:
     done = gates_run(
         paddle_ws,
@@ -116,7 +116,7 @@ def test_a_formal_run_on_a_frozen_workspace(paddle_ws: Workspace) -> None:
 
 
 @pytest.mark.slow
-@pytest.mark.serial
+@pytest.mark.heavy
 def test_three_repeats_are_bit_identical(
     paddle_ws: Workspace, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -145,7 +145,7 @@ def test_three_repeats_are_bit_identical(
 
 
 @pytest.mark.slow
-@pytest.mark.serial
+@pytest.mark.heavy
 def test_a_dirty_workspace_refuses_then_runs_as_probe(paddle_ws: Workspace) -> None:
     write(paddle_ws.root, "model/scratch.py", "x = 1\n")
     refused = gates_run(
@@ -229,7 +229,7 @@ def test_sigterm_reaches_the_child_and_the_receipts_say_so(
 
 
 @pytest.mark.slow
-@pytest.mark.serial
+@pytest.mark.heavy
 def test_each_rank_records_its_own_folder_and_the_ranks_must_agree(paddle_ws: Workspace) -> None:
     launch = (
         f"PADDLE_TRAINERS_NUM=2 PADDLE_TRAINER_ID=0 {sys.executable} model/train_paddle.py & "

@@ -217,7 +217,7 @@ def steps(ws: Workspace) -> dict[str, object]:
 
 
 @pytest.mark.slow
-@pytest.mark.serial
+@pytest.mark.heavy
 def test_a_run_commits_every_step_and_saves_every_kth_state(trained: Workspace) -> None:
     commitments = json.loads((trained.root / CANDIDATE / "commitments.json").read_text())
     assert schema_errors(ArtifactKind.COMMITMENTS, commitments) == []
@@ -239,7 +239,7 @@ def test_a_run_commits_every_step_and_saves_every_kth_state(trained: Workspace) 
 
 
 @pytest.mark.slow
-@pytest.mark.serial
+@pytest.mark.heavy
 def test_replay_matches_bit_for_bit_and_the_audit_then_counts_the_steps(
     trained: Workspace,
 ) -> None:
@@ -267,7 +267,7 @@ def test_replay_matches_bit_for_bit_and_the_audit_then_counts_the_steps(
 
 
 @pytest.mark.slow
-@pytest.mark.serial
+@pytest.mark.heavy
 def test_a_seed_the_verifier_does_not_pass_is_drawn_from_the_policy_and_the_time(
     trained: Workspace,
 ) -> None:
@@ -279,7 +279,7 @@ def test_a_seed_the_verifier_does_not_pass_is_drawn_from_the_policy_and_the_time
 
 
 @pytest.mark.slow
-@pytest.mark.serial
+@pytest.mark.heavy
 def test_a_runner_chosen_seed_is_refused(trained: Workspace) -> None:
     (trained.root / CANDIDATE / "seed.txt").write_text("a seed that misses my forgery\n")
     done = replay(trained, CANDIDATE, "--seed-file", f"{CANDIDATE}/seed.txt")
@@ -289,7 +289,7 @@ def test_a_runner_chosen_seed_is_refused(trained: Workspace) -> None:
 
 
 @pytest.mark.slow
-@pytest.mark.serial
+@pytest.mark.heavy
 def test_a_window_past_the_runs_end_is_refused(trained: Workspace) -> None:
     done = replay(trained, CANDIDATE, "--windows", "0", "--window", "95:110")
     assert done.returncode == 2
@@ -297,7 +297,7 @@ def test_a_window_past_the_runs_end_is_refused(trained: Workspace) -> None:
 
 
 @pytest.mark.slow
-@pytest.mark.serial
+@pytest.mark.heavy
 def test_a_saved_state_edited_after_signing_voids_the_run(trained: Workspace) -> None:
     path = trained.root / CANDIDATE / "states/step-000040.safetensors"
     state = load_state(path, "state")
@@ -333,7 +333,7 @@ def test_a_run_with_no_commitments(ws: Workspace, capsys: pytest.CaptureFixture[
 
 
 @pytest.mark.slow
-@pytest.mark.serial
+@pytest.mark.heavy
 def test_a_replay_signed_by_an_untrusted_key_does_not_count(
     trained: Workspace, tmp_path: Path
 ) -> None:
@@ -354,7 +354,7 @@ def test_a_replay_signed_by_an_untrusted_key_does_not_count(
 
 
 @pytest.mark.slow
-@pytest.mark.serial
+@pytest.mark.heavy
 def test_a_signer_trusted_for_paddle_but_not_for_replay_does_not_count(
     trained: Workspace, tmp_path: Path, session_trust: TrustSetup
 ) -> None:
@@ -382,7 +382,7 @@ def forged(tmp_path_factory: pytest.TempPathFactory, session_trust: TrustSetup) 
 
 
 @pytest.mark.slow
-@pytest.mark.serial
+@pytest.mark.heavy
 def test_a_signed_loss_fabricated_in_one_step_is_caught_by_a_window_over_it(
     forged: Path, tmp_path: Path
 ) -> None:
@@ -416,7 +416,7 @@ def test_an_entrypoint_that_ignores_the_resume_arguments_is_caught(
 
 
 @pytest.mark.slow
-@pytest.mark.serial
+@pytest.mark.heavy
 def test_a_signed_state_whose_digest_differs_from_its_commitment_is_not_replayed(
     forged: Path, tmp_path: Path
 ) -> None:
@@ -431,7 +431,7 @@ def test_a_signed_state_whose_digest_differs_from_its_commitment_is_not_replayed
 
 
 @pytest.mark.slow
-@pytest.mark.serial
+@pytest.mark.heavy
 def test_a_state_missing_for_the_sampled_window(forged: Path, tmp_path: Path) -> None:
     ws = tmp_path / "ws"
     shutil.copytree(forged, ws, symlinks=True)
@@ -477,7 +477,7 @@ def test_the_trainer_callback_commits_the_state_after_each_logged_step(tmp_path:
 
 
 @pytest.mark.slow
-@pytest.mark.serial
+@pytest.mark.heavy
 def test_the_replayed_code_runs_from_the_commit_without_the_evidence(
     trained: Workspace, tmp_path: Path
 ) -> None:
@@ -494,7 +494,7 @@ def test_the_replayed_code_runs_from_the_commit_without_the_evidence(
 
 
 @pytest.mark.slow
-@pytest.mark.serial
+@pytest.mark.heavy
 def test_torch_windows_replay_bit_for_bit_in_the_sandbox(
     tmp_path: Path, session_trust: TrustSetup
 ) -> None:
@@ -519,7 +519,7 @@ def test_torch_windows_replay_bit_for_bit_in_the_sandbox(
 
 
 @pytest.mark.slow
-@pytest.mark.serial
+@pytest.mark.heavy
 def test_a_replay_on_another_build_is_judged_by_the_policy(
     tmp_path: Path, session_trust: TrustSetup
 ) -> None:
@@ -564,7 +564,7 @@ RECORDED_TORCH = REPO_ROOT / "examples" / "glm52-minimal" / "results" / "torch"
 
 
 @pytest.mark.slow
-@pytest.mark.serial
+@pytest.mark.heavy
 def test_the_recorded_torch_run_is_what_the_installed_torch_computes(tmp_path: Path) -> None:
     """The example's torch entrypoint, run here, writes its recorded run's losses and tensor
     dumps byte for byte (first recorded with torch 2.14.1, a CUDA build on the CPU;

@@ -168,7 +168,7 @@ def test_the_tensor_map_marks_the_first_differing_tensor(
 
 
 @pytest.mark.slow
-@pytest.mark.serial
+@pytest.mark.heavy
 def test_sixty_thousand_tensors_aggregate_and_the_page_stays_small(
     ws: Workspace, capsys: pytest.CaptureFixture[str], tmp_path: Path
 ) -> None:

@@ -441,7 +441,7 @@ def test_a_run_without_the_sandbox_is_signed_as_such_and_counts_probe(
 
 
 @pytest.mark.slow
-@pytest.mark.serial
+@pytest.mark.heavy
 def test_paddle_s_launcher_runs_two_ranks_in_the_sandbox_on_loopback(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
