@@ -40,6 +40,7 @@ from common import (
     rounded_ratios,
 )
 
+from gates import fastpath
 from gates.canonical import pretty_json
 from gates.commands.init import init
 from gates.freeze.check import evaluate_freeze
@@ -149,8 +150,6 @@ def fingerprint_seconds(root: Path, repeats: int) -> tuple[float, float]:
     """The warm path's own work, in this process: (median wall, median CPU seconds of) the
     fingerprint of one audit request (the walk of the worktree, git's files, gates' files)
     as the warm answer takes it, without Python's start or the report's output."""
-    from gates import fastpath  # noqa: PLC0415
-
     request = fastpath.parse_request(["-C", str(root), "audit"])
     assert request is not None
 
@@ -306,6 +305,15 @@ def main() -> int:
         raw = median_of(rounds, "raw")
         fingerprint_s, fingerprint_cpu = fingerprint_seconds(root, args.repeats)
         walk_cpu = median_cpu_seconds(lambda: bare_walk(root), args.repeats)
+        # the worktree's rows alone, as the warm path takes them (in C where gates._walk was
+        # built) and by the Python walk the C one is tested against
+        c_rows, python_rows = (
+            median_cpu_seconds(
+                lambda walk=walk: walk(str(root), ".git", "", (), track_newest=False),
+                args.repeats,
+            )
+            for walk in (fastpath.tree_rows, fastpath.python_tree_rows)
+        )
         script_modules, script_ms = import_totals(script[1:], root)
         audit_modules, audit_ms = import_totals(gates[1:], root)
         # the warm audit as the index alone answers it (the stored report is deleted first),
@@ -359,6 +367,11 @@ def main() -> int:
             "fingerprint_cpu_over_git_status_cpu": round(fingerprint_cpu / git_status_cpu, 2),
             "fingerprint_over_raw_git": round(fingerprint_s / raw, 2),
             "bare_walk_cpu_over_git_status_cpu": round(walk_cpu / git_status_cpu, 2),
+            "worktree_rows_cpu_over_git_status_cpu": round(c_rows / git_status_cpu, 2),
+            "worktree_rows_in_python_cpu_over_git_status_cpu": round(
+                python_rows / git_status_cpu, 2
+            ),
+            "worktree_rows_walked_in_c": fastpath._native_tree_rows is not None,
             "python_pass_cpu_over_git_status_cpu": rounded_median_ratio(
                 rounds, "python_cpu", "status_cpu"
             ),

@@ -55,6 +55,18 @@ try:  # a builtin extension: hashlib would load OpenSSL's libcrypto first (5 to 
 except ImportError:  # an interpreter built without it
     from hashlib import blake2b as _new_hash
 
+# the walk in C (gates/_walk.c), built at install where a C compiler is; where the file
+# system's encoding is not UTF-8 with surrogateescape, its bytes would not be the rows' own
+_native_tree_rows: (
+    Callable[[bytes, bytes, bytes, tuple[bytes, ...], bool], tuple[bytes, int]] | None
+)
+try:
+    from gates._walk import tree_rows as _native_tree_rows
+except ImportError:
+    _native_tree_rows = None
+if (sys.getfilesystemencoding(), sys.getfilesystemencodeerrors()) != ("utf-8", "surrogateescape"):
+    _native_tree_rows = None
+
 # `typing` imports `re` (and with it enum), contextlib imports collections and functools:
 # the warm path needs none of them at run time
 TYPE_CHECKING = False
@@ -159,13 +171,13 @@ _FILE_ROW = _struct.Struct("<2sIQQqq").pack
 _TARGET_ROW = _struct.Struct("<cQIQQqq").pack
 
 
-def _packed_key(info: os.stat_result) -> bytes:
+def _packed_key(info: os.stat_result, folder: str) -> bytes:
     try:
         return _FILE_ROW(
             b"\0f", info.st_mode, info.st_ino, info.st_size, info.st_mtime_ns, info.st_ctime_ns
         )
     except _STRUCT_ERROR as exc:
-        raise IneligibleError("a stat field beyond 64 bits") from exc
+        raise IneligibleError(f"{folder}: a stat field beyond 64 bits") from exc
 
 
 def _key(info: os.stat_result) -> str:
@@ -201,86 +213,115 @@ class _Digest:
         """Every entry under ``top``: the key of each file and symlink (mode, inode, size,
         mtime, ctime; a symlink adds its target's stat key) and the name of each folder; a
         symlinked or unreadable folder is :class:`IneligibleError`. A folder whose path
-        (relative to ``top``) is in ``skip`` is named and not entered.
-
-        The walk's cost is one ``lstat`` per file (``fstatat`` on the listed folder, so the
-        kernel does not walk the path again) and one packed row: folders are told apart
-        by the listing's file type and never stat'ed (a folder's times move when Python
-        writes bytecode into it, and every change they stand for shows in its listing), and
-        each folder's sorted rows are hashed in one update. The device is keyed once, with
-        ``top``: a file with another one under it is a mount point, a folder; a folder
-        mounted in the tree lists files of other inodes and ctimes.
-        """
+        (relative to ``top``) is in ``skip`` is named and not entered. The device is keyed
+        once, with ``top``: a file with another one under it is a mount point, a folder; a
+        folder mounted in the tree lists files of other inodes and ctimes."""
         top_info = os.stat(top)
         self.line(label, top, top_info.st_mode, top_info.st_dev)
-        pending = [""]
-        newest = 0
-        track_newest = self.track_newest
-        while pending:
-            prefix = pending.pop()
-            folder = f"{top}/{prefix}" if prefix else top
-            rows: list[bytes] = []
-            infos: list[os.stat_result] = []
-            try:
-                handle = os.open(folder, _DIRECTORY_FLAGS)
-            except OSError as exc:
-                raise IneligibleError(f"{folder}: unreadable") from exc
-            try:
-                with os.scandir(handle) as listing:
-                    for entry in listing:
-                        name = entry.name
-                        if entry.is_dir(follow_symlinks=False):
-                            if name == skip_all or (name == skip_top and not prefix):
-                                continue
-                            rows.append(name.encode("utf-8", "surrogateescape") + b"\0/")
-                            relpath = f"{prefix}/{name}" if prefix else name
-                            if relpath not in skip:
-                                pending.append(relpath)
-                            continue
-                        if name == skip_top and not prefix:  # a linked worktree's .git file
-                            continue
-                        info = entry.stat(follow_symlinks=False)
-                        row = name.encode("utf-8", "surrogateescape") + _packed_key(info)
-                        if _S_ISLNK(info.st_mode):  # the row's own mode says a target follows
-                            row += self._target(f"{folder}/{name}")
-                        rows.append(row)
-                        if track_newest:
-                            infos.append(info)
-            except OSError as exc:
-                raise IneligibleError(f"{folder}: unreadable") from exc
-            finally:
-                os.close(handle)
-            rows.sort()  # the listing's order is the file system's: the key is not
-            # a name is never empty and holds no NUL: a NUL where a name would start ends
-            # the folder, which is then named
-            rows.append(b"\0" + prefix.encode("utf-8", "surrogateescape") + b"\0")
-            self.hash.update(b"".join(rows))
-            for info in infos:  # the full path's racy check only
-                newest = max(newest, info.st_mtime_ns, info.st_ctime_ns)
-        self.newest_ns = max(newest, self.newest_ns)  # and the symlinks' targets
+        rows, newest = tree_rows(top, skip_top, skip_all, skip, track_newest=self.track_newest)
+        self.hash.update(rows)
+        self.newest_ns = max(newest, self.newest_ns)
 
-    def _target(self, path: str) -> bytes:
-        """What a symlink's row adds: its target's stat key (device first), or that it
-        dangles."""
+
+def python_tree_rows(
+    top: str, skip_top: str, skip_all: str, skip: Skip, *, track_newest: bool
+) -> tuple[bytes, int]:
+    """The rows of every folder under ``top`` and the newest timestamp seen (the files' only
+    with ``track_newest``, for the full path's racy check; the symlinks' targets always).
+
+    Each folder's rows are sorted by name and followed by its path relative to ``top``;
+    folders come off a stack pushed in the listing's order. The cost is one ``lstat`` per
+    file (``fstatat`` on the listed folder, so the kernel does not walk the path again) and
+    one packed row: folders are told apart by the listing's file type and never stat'ed (a
+    folder's times move when Python writes bytecode into it, and every change they stand
+    for shows in its listing). gates._walk does the same in C (:func:`tree_rows`)."""
+    chunks: list[bytes] = []
+    pending = [""]
+    newest = 0
+    while pending:
+        prefix = pending.pop()
+        folder = f"{top}/{prefix}" if prefix else top
+        rows: list[bytes] = []
+        infos: list[os.stat_result] = []
         try:
-            target = os.stat(path)
-        except OSError:
-            return b"d"
-        if _S_ISDIR(target.st_mode):
-            raise IneligibleError(f"{path}: a symlinked folder")
-        self.newest_ns = max(self.newest_ns, target.st_mtime_ns, target.st_ctime_ns)
+            handle = os.open(folder, _DIRECTORY_FLAGS)
+        except OSError as exc:
+            raise IneligibleError(f"{folder}: unreadable") from exc
         try:
-            return _TARGET_ROW(
-                b"t",
-                target.st_dev,
-                target.st_mode,
-                target.st_ino,
-                target.st_size,
-                target.st_mtime_ns,
-                target.st_ctime_ns,
-            )
-        except _STRUCT_ERROR as exc:
-            raise IneligibleError(f"{path}: a stat field beyond 64 bits") from exc
+            with os.scandir(handle) as listing:
+                for entry in listing:
+                    name = entry.name
+                    if entry.is_dir(follow_symlinks=False):
+                        if name == skip_all or (name == skip_top and not prefix):
+                            continue
+                        rows.append(name.encode("utf-8", "surrogateescape") + b"\0/")
+                        relpath = f"{prefix}/{name}" if prefix else name
+                        if relpath not in skip:
+                            pending.append(relpath)
+                        continue
+                    if name == skip_top and not prefix:  # a linked worktree's .git file
+                        continue
+                    info = entry.stat(follow_symlinks=False)
+                    row = name.encode("utf-8", "surrogateescape") + _packed_key(info, folder)
+                    if _S_ISLNK(info.st_mode):  # the row's own mode says a target follows
+                        target, newest = _target(f"{folder}/{name}", newest)
+                        row += target
+                    rows.append(row)
+                    if track_newest:
+                        infos.append(info)
+        except OSError as exc:
+            raise IneligibleError(f"{folder}: unreadable") from exc
+        finally:
+            os.close(handle)
+        rows.sort()  # the listing's order is the file system's: the key is not
+        # a name is never empty and holds no NUL: a NUL where a name would start ends
+        # the folder, which is then named
+        rows.append(b"\0" + prefix.encode("utf-8", "surrogateescape") + b"\0")
+        chunks.append(b"".join(rows))
+        for info in infos:
+            newest = max(newest, info.st_mtime_ns, info.st_ctime_ns)
+    return b"".join(chunks), newest
+
+
+def _target(path: str, newest: int) -> tuple[bytes, int]:
+    """What a symlink's row adds (its target's stat key, device first, or that it dangles),
+    and ``newest`` with the target's times."""
+    try:
+        target = os.stat(path)
+    except OSError:
+        return b"d", newest
+    if _S_ISDIR(target.st_mode):
+        raise IneligibleError(f"{path}: a symlinked folder")
+    newest = max(newest, target.st_mtime_ns, target.st_ctime_ns)
+    try:
+        row = _TARGET_ROW(
+            b"t",
+            target.st_dev,
+            target.st_mode,
+            target.st_ino,
+            target.st_size,
+            target.st_mtime_ns,
+            target.st_ctime_ns,
+        )
+    except _STRUCT_ERROR as exc:
+        raise IneligibleError(f"{path}: a stat field beyond 64 bits") from exc
+    return row, newest
+
+
+def tree_rows(
+    top: str, skip_top: str, skip_all: str, skip: Skip, *, track_newest: bool
+) -> tuple[bytes, int]:
+    """:func:`python_tree_rows`, in C where gates._walk was built and names are the file
+    system's bytes in UTF-8 (the same rows, byte for byte: tests/test_walk.py)."""
+    if _native_tree_rows is None:
+        return python_tree_rows(top, skip_top, skip_all, skip, track_newest=track_newest)
+    encoded = tuple(map(os.fsencode, skip))
+    try:
+        return _native_tree_rows(
+            os.fsencode(top), os.fsencode(skip_top), os.fsencode(skip_all), encoded, track_newest
+        )
+    except ValueError as exc:
+        raise IneligibleError(str(exc)) from exc
 
 
 def _nearest(start: str, name: str) -> str | None:

@@ -1,0 +1,60 @@
+"""The build hook that compiles gates/_walk.c, the warm `gates audit`'s walk in C.
+
+An editable install gets the module beside the source (gates/ is imported from the
+checkout); a wheel gets it inside, tagged for this interpreter and platform. Without a C
+compiler or Python's headers the build says so and goes on: gates then walks the tree in
+Python, with the same fingerprints, three times slower (docs/performance.md, "The walk in
+C").
+"""
+
+from __future__ import annotations
+
+import os
+import shlex
+import subprocess
+import sysconfig
+from pathlib import Path
+from typing import Any
+
+from hatchling.builders.hooks.plugin.interface import BuildHookInterface
+
+SOURCE = "gates/_walk.c"
+
+
+def compile_walk(root: Path) -> Path:
+    """Compile ``SOURCE`` into gates/ under ``root`` with the interpreter's own compiler and
+    flags; CalledProcessError or OSError when it cannot."""
+    suffix = sysconfig.get_config_var("EXT_SUFFIX") or ".so"
+    target = root / "gates" / f"_walk{suffix}"
+    linker = shlex.split(sysconfig.get_config_var("LDSHARED") or "cc -shared")
+    flags = shlex.split(sysconfig.get_config_var("CCSHARED") or "-fPIC")
+    include = sysconfig.get_paths()["include"]
+    partial = target.with_name(target.name + ".partial")
+    source = str(root / SOURCE)
+    command = [*linker, *flags, "-O2", "-Wall", "-I", include, source, "-o", str(partial)]
+    subprocess.run(command, check=True, capture_output=True, text=True)
+    partial.replace(target)  # an import never sees a half-written module
+    return target
+
+
+class WalkBuildHook(BuildHookInterface):  # type: ignore[type-arg]
+    PLUGIN_NAME = "custom"
+
+    def initialize(self, version: str, build_data: dict[str, Any]) -> None:
+        if self.target_name != "wheel" or os.name != "posix":
+            return
+        try:
+            built = compile_walk(Path(self.root))
+        except (OSError, subprocess.CalledProcessError) as exc:
+            detail = getattr(exc, "stderr", "") or str(exc)
+            self.app.display_warning(
+                f"gates: {SOURCE} not compiled ({detail.strip().splitlines()[-1:]}); the warm "
+                "audit walks in Python (install a C compiler and Python's headers, then "
+                "reinstall, for the faster walk)"
+            )
+            return
+        if version == "editable":
+            return
+        build_data["force_include"][str(built)] = f"gates/{built.name}"
+        build_data["pure_python"] = False
+        build_data["infer_tag"] = True
