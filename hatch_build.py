@@ -29,12 +29,24 @@ def compile_walk(root: Path) -> Path:
     linker = shlex.split(sysconfig.get_config_var("LDSHARED") or "cc -shared")
     flags = shlex.split(sysconfig.get_config_var("CCSHARED") or "-fPIC")
     include = sysconfig.get_paths()["include"]
-    partial = target.with_name(target.name + ".partial")
+    partial = target.with_name(f"_walk.partial{suffix}")
+    # a module left by an earlier build would be imported beside a source it was not built
+    # from, had this build failed
+    target.unlink(missing_ok=True)
     source = str(root / SOURCE)
     command = [*linker, *flags, "-O2", "-Wall", "-I", include, source, "-o", str(partial)]
-    subprocess.run(command, check=True, capture_output=True, text=True)
+    subprocess.run(
+        command, check=True, capture_output=True, text=True, errors="replace", timeout=300
+    )
     partial.replace(target)  # an import never sees a half-written module
     return target
+
+
+def first_error(output: str) -> str:
+    """The compiler's line that says what went wrong (its first error), else its last."""
+    lines = [line.strip() for line in output.splitlines() if line.strip()]
+    errors = [line for line in lines if "error" in line.lower()]
+    return (errors or lines or ["no output"])[0 if errors else -1]
 
 
 class WalkBuildHook(BuildHookInterface):  # type: ignore[type-arg]
@@ -45,12 +57,12 @@ class WalkBuildHook(BuildHookInterface):  # type: ignore[type-arg]
             return
         try:
             built = compile_walk(Path(self.root))
-        except (OSError, subprocess.CalledProcessError) as exc:
-            detail = getattr(exc, "stderr", "") or str(exc)
+        except (OSError, subprocess.SubprocessError) as exc:
+            detail = first_error(getattr(exc, "stderr", None) or str(exc))
             self.app.display_warning(
-                f"gates: {SOURCE} not compiled ({detail.strip().splitlines()[-1:]}); the warm "
-                "audit walks in Python (install a C compiler and Python's headers, then "
-                "reinstall, for the faster walk)"
+                f"gates: {SOURCE} not compiled ({detail}); the warm audit walks in Python "
+                "(install a C compiler and Python's headers, then reinstall, for the faster "
+                "walk)"
             )
             return
         if version == "editable":

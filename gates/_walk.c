@@ -1,6 +1,6 @@
 /* gates._walk: the warm path's walk of a tree, in C.
  *
- * `tree_rows` returns the bytes that gates/fastpath.py's `_python_tree_rows` returns for
+ * `tree_rows` returns the bytes that gates/fastpath.py's `python_tree_rows` returns for
  * the same tree, and the newest timestamp it saw: each folder's rows sorted by name (a
  * folder's name, then "\0/"; a file's name, then "\0f" and its mode, inode, size, mtime and
  * ctime packed little-endian, and for a symlink "d" or "t" and its target's device and
@@ -21,6 +21,11 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
+
+#ifdef __APPLE__ /* the same timespecs under BSD names */
+#define st_mtim st_mtimespec
+#define st_ctim st_ctimespec
+#endif
 
 typedef struct {
     char *data;
@@ -61,11 +66,14 @@ static int add_u64(Buffer *buffer, uint64_t value) {
     return add(buffer, bytes, 8);
 }
 
-/* seconds and nanoseconds as Python's st_*_ns: 0 when it does not fit 64 signed bits */
+/* seconds and nanoseconds as Python's st_*_ns, computed exactly as Python does: 0 when the
+ * sum does not fit 64 signed bits (a product that alone overflows may still, with a
+ * positive tv_nsec, land in range: -2**63 ns is a time tmpfs stores) */
 static int to_ns(struct timespec when, int64_t *ns) {
-    int64_t scaled;
-    if (__builtin_mul_overflow((int64_t)when.tv_sec, (int64_t)1000000000, &scaled)) return 0;
-    return !__builtin_add_overflow(scaled, (int64_t)when.tv_nsec, ns);
+    __int128 exact = (__int128)when.tv_sec * 1000000000 + when.tv_nsec;
+    if (exact < INT64_MIN || exact > INT64_MAX) return 0;
+    *ns = (int64_t)exact;
+    return 1;
 }
 
 /* mode, inode, size, mtime, ctime: Python's "<IQQqq"; 0 when a field does not fit */
@@ -343,7 +351,13 @@ static PyObject *tree_rows(PyObject *module, PyObject *args) {
         failure.out_of_memory = 1;
         status = -1;
     }
+    int interrupted = 0;
     while (status == 0 && pending.len) {
+        if (PyErr_CheckSignals()) { /* Ctrl-C on a huge tree or a hung mount, as in Python */
+            interrupted = 1;
+            status = -1;
+            break;
+        }
         char *prefix = pending.items[--pending.len];
         status = folder_rows(&walk, prefix, &out, &pending, &newest, &failure);
         free(prefix);
@@ -351,7 +365,9 @@ static PyObject *tree_rows(PyObject *module, PyObject *args) {
     while (pending.len) free(pending.items[--pending.len]);
     free(pending.items);
     PyObject *result = NULL;
-    if (status == 0) {
+    if (interrupted) {
+        /* the signal handler's exception is set */
+    } else if (status == 0) {
         result = Py_BuildValue("(y#L)", out.data ? out.data : "", (Py_ssize_t)out.len,
                                (long long)newest);
     } else if (failure.out_of_memory) {
@@ -378,4 +394,10 @@ static struct PyModuleDef module = {
     PyModuleDef_HEAD_INIT, "gates._walk", NULL, 0, methods, NULL, NULL, NULL, NULL,
 };
 
-PyMODINIT_FUNC PyInit__walk(void) { return PyModule_Create(&module); }
+PyMODINIT_FUNC PyInit__walk(void) {
+    PyObject *made = PyModule_Create(&module);
+#ifdef Py_GIL_DISABLED /* no state of its own: a free-threaded build need not take the GIL */
+    if (made != NULL) PyUnstable_Module_SetGIL(made, Py_MOD_GIL_NOT_USED);
+#endif
+    return made;
+}

@@ -264,7 +264,7 @@ def python_tree_rows(
                     info = entry.stat(follow_symlinks=False)
                     row = name.encode("utf-8", "surrogateescape") + _packed_key(info, folder)
                     if _S_ISLNK(info.st_mode):  # the row's own mode says a target follows
-                        target, newest = _target(f"{folder}/{name}", newest)
+                        target, newest = _target(handle, name, f"{folder}/{name}", newest)
                         row += target
                     rows.append(row)
                     if track_newest:
@@ -283,11 +283,13 @@ def python_tree_rows(
     return b"".join(chunks), newest
 
 
-def _target(path: str, newest: int) -> tuple[bytes, int]:
-    """What a symlink's row adds (its target's stat key, device first, or that it dangles),
-    and ``newest`` with the target's times."""
+def _target(handle: int, name: str, path: str, newest: int) -> tuple[bytes, int]:
+    """What the symlink ``name`` in the open folder ``handle`` adds to its row (its target's
+    stat key, device first, or that it dangles), and ``newest`` with the target's times.
+    Resolved from the folder, not by ``path``: a link whose whole path is longer than the
+    kernel takes still has its target keyed (``path`` only names it in a refusal)."""
     try:
-        target = os.stat(path)
+        target = os.stat(name, dir_fd=handle)
     except OSError:
         return b"d", newest
     if _S_ISDIR(target.st_mode):

@@ -36,6 +36,7 @@ NAMES = st.sampled_from(
 #: times around now, long ago, before 1970 and past what 64 bits of nanoseconds hold
 TIMES = st.one_of(
     st.integers(-(10**18), 10**18),
+    st.sampled_from([-(2**63), -(2**63) + 1, 2**63 - 1]),
     st.integers(2**63 - 10**9, 2**63 + 10**9),
     st.just(1_700_000_000_123_456_789),
 )
@@ -139,6 +140,37 @@ def test_a_workspace_walks_the_same_in_c_and_in_python(tmp_path: Path) -> None:
     )
     assert c == python
     assert c[0].count(b".receipt.json\0f") == 2 * 700  # run2 is named, not entered
+
+
+@needs_native
+def test_a_link_whose_path_is_longer_than_the_kernel_takes_keys_its_target(
+    tmp_path: Path,
+) -> None:
+    """The link's folder opens (its path is under PATH_MAX) but the link's own path is over
+    it: both walks resolve the link from its folder and key its target, none takes it for
+    a dangling one (the Python walk did, by its whole path)."""
+    folder = tmp_path
+    while len(os.fsencode(folder)) < 4096 - 300:
+        folder = folder / ("d" * 200)
+        folder.mkdir()
+    target = tmp_path / "target.json"
+    target.write_text("{}")
+    link = folder / ("l" * 250)
+    handle = os.open(folder, os.O_RDONLY | os.O_DIRECTORY)
+    try:  # made from its folder: by its whole path the kernel refuses it
+        os.symlink(target, link.name, dir_fd=handle)
+    finally:
+        os.close(handle)
+    assert len(os.fsencode(link)) > 4096
+    c, python = (
+        walk(str(tmp_path), "", "", (), track_newest=True)
+        for walk in (fastpath.tree_rows, fastpath.python_tree_rows)
+    )
+    assert c == python
+    assert b"l" * 250 + b"\0f" in c[0]
+    assert c[0].count(b"\0/") == folder.relative_to(tmp_path).as_posix().count("/") + 1
+    row = c[0].split(b"l" * 250, 1)[1]
+    assert row[38:39] == b"t"  # the target's key follows the link's own
 
 
 @needs_native
