@@ -1,18 +1,20 @@
 """The build hook that compiles gates/_walk.c, the warm `gates audit`'s walk in C.
 
 An editable install gets the module beside the source (gates/ is imported from the
-checkout); a wheel gets it inside, tagged for this interpreter and platform. Without a C
-compiler or Python's headers the build says so and goes on: gates then walks the tree in
-Python, with the same fingerprints, three times slower (docs/performance.md, "The walk in
-C").
+checkout); a wheel gets it inside, tagged for this interpreter and platform, compiled in a
+folder of its own (the checkout is left as it was). Without a C compiler or Python's
+headers the build says so and goes on: gates then walks the tree in Python, with the same
+fingerprints, three times slower (docs/performance.md, "Round 8: the walk in C").
 """
 
 from __future__ import annotations
 
 import os
 import shlex
+import shutil
 import subprocess
 import sysconfig
+import tempfile
 from pathlib import Path
 from typing import Any
 
@@ -21,11 +23,11 @@ from hatchling.builders.hooks.plugin.interface import BuildHookInterface
 SOURCE = "gates/_walk.c"
 
 
-def compile_walk(root: Path) -> Path:
-    """Compile ``SOURCE`` into gates/ under ``root`` with the interpreter's own compiler and
-    flags; CalledProcessError or OSError when it cannot."""
+def compile_walk(root: Path, into: Path) -> Path:
+    """Compile ``SOURCE`` under ``root`` into the folder ``into`` with the interpreter's own
+    compiler and flags; an OSError or a SubprocessError when it cannot."""
     suffix = sysconfig.get_config_var("EXT_SUFFIX") or ".so"
-    target = root / "gates" / f"_walk{suffix}"
+    target = into / f"_walk{suffix}"
     linker = shlex.split(sysconfig.get_config_var("LDSHARED") or "cc -shared")
     flags = shlex.split(sysconfig.get_config_var("CCSHARED") or "-fPIC")
     include = sysconfig.get_paths()["include"]
@@ -46,17 +48,25 @@ def first_error(output: str) -> str:
     """The compiler's line that says what went wrong (its first error), else its last."""
     lines = [line.strip() for line in output.splitlines() if line.strip()]
     errors = [line for line in lines if "error" in line.lower()]
-    return (errors or lines or ["no output"])[0 if errors else -1]
+    if errors:
+        return errors[0]
+    return lines[-1] if lines else "no output"
 
 
 class WalkBuildHook(BuildHookInterface):  # type: ignore[type-arg]
     PLUGIN_NAME = "custom"
+    #: where a wheel's module is compiled, removed once the wheel is written
+    scratch: Path | None = None
 
     def initialize(self, version: str, build_data: dict[str, Any]) -> None:
         if self.target_name != "wheel" or os.name != "posix":
             return
+        if version == "editable":
+            into = Path(self.root) / "gates"
+        else:
+            into = self.scratch = Path(tempfile.mkdtemp(prefix="gates-walk-"))
         try:
-            built = compile_walk(Path(self.root))
+            built = compile_walk(Path(self.root), into)
         except (OSError, subprocess.SubprocessError) as exc:
             detail = first_error(getattr(exc, "stderr", None) or str(exc))
             self.app.display_warning(
@@ -70,3 +80,7 @@ class WalkBuildHook(BuildHookInterface):  # type: ignore[type-arg]
         build_data["force_include"][str(built)] = f"gates/{built.name}"
         build_data["pure_python"] = False
         build_data["infer_tag"] = True
+
+    def finalize(self, version: str, build_data: dict[str, Any], artifact_path: str) -> None:
+        if self.scratch is not None:
+            shutil.rmtree(self.scratch, ignore_errors=True)

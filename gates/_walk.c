@@ -144,25 +144,6 @@ typedef struct {
     int out_of_memory;
 } Failure;
 
-static int fail(Failure *failure, const char *top, const char *relative, const char *what) {
-    size_t top_len = strlen(top), relative_len = strlen(relative);
-    failure->path = malloc(top_len + relative_len + 2);
-    if (failure->path == NULL) {
-        failure->out_of_memory = 1;
-        return -1;
-    }
-    memcpy(failure->path, top, top_len);
-    size_t at = top_len;
-    if (relative_len) {
-        failure->path[at++] = '/';
-        memcpy(failure->path + at, relative, relative_len);
-        at += relative_len;
-    }
-    failure->path[at] = '\0';
-    failure->what = what;
-    return -1;
-}
-
 static int skipped(const Walk *walk, const char *relative, size_t len) {
     Py_ssize_t count = PyTuple_GET_SIZE(walk->skip);
     for (Py_ssize_t i = 0; i < count; i++) {
@@ -192,12 +173,23 @@ static char *joined(const char *prefix, const char *name, size_t name_len) {
     return path;
 }
 
+/* ``relative`` under ``top``: ``top`` itself for the top folder ("", as Python's walk names it) */
+static char *under(const char *top, const char *relative) {
+    return *relative ? joined(top, relative, strlen(relative)) : strdup(top);
+}
+
+static int fail(Failure *failure, const char *top, const char *relative, const char *what) {
+    failure->path = under(top, relative);
+    if (failure->path == NULL) failure->out_of_memory = 1;
+    failure->what = what;
+    return -1;
+}
+
 /* one folder: its rows into ``out``, its subfolders onto ``pending`` in the listing's order */
 static int folder_rows(const Walk *walk, const char *prefix, Buffer *out, Stack *pending,
                        int64_t *newest, Failure *failure) {
-    char *path = joined(walk->top, prefix, strlen(prefix));
+    char *path = under(walk->top, prefix);
     if (path == NULL) return (failure->out_of_memory = 1, -1);
-    if (!*prefix) path[walk->top_len] = '\0'; /* the top itself, without a slash */
     int handle = open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
     free(path);
     if (handle < 0) return fail(failure, walk->top, prefix, "unreadable");
