@@ -33,6 +33,7 @@ import sys
 import tempfile
 import time
 from collections.abc import Callable
+from dataclasses import replace
 from itertools import repeat
 from operator import add
 from pathlib import Path
@@ -69,7 +70,9 @@ from gates.naming.by_family import expect_by_family
 from gates.naming.config_placeholders import resolve
 from gates.naming.grouped import expect_grouped
 from gates.naming.rules import RuleSet, expect
+from gates.outputs import structure_parity
 from gates.outputs.models import check_output
+from gates.outputs.structure_parity import differences_fit, python_differences_fit
 from gates.receipts.model import ArtifactKind
 from gates.safetensors.header import _CANONICAL_KIND_ENTRY, _kind
 from gates.workspace import open_workspace
@@ -287,13 +290,10 @@ def inventory(args: argparse.Namespace, root: Path) -> dict[str, object]:
         objects = median_cpu_seconds(lambda: survey_objects(names, sources), args.repeats)
     parity = survey_document("reference", "candidate", found, ([], []), None)
     where = "outputs/surveys/structure-parity.json"
-    checked = median_cpu_seconds(
-        lambda: check_output(ArtifactKind.STRUCTURE_PARITY, parity, where), args.repeats
-    )
     vouched = check_output(ArtifactKind.STRUCTURE_PARITY, parity, where)
     written = median_cpu_seconds(lambda: pretty_json_bytes(parity, checked=vouched), args.repeats)
-    with collector_paused():  # as the command renders it
-        reported = median_cpu_seconds(lambda: render_text(parity, found), args.repeats)
+    with collector_paused():  # as the command renders it, from a survey not yet asked
+        reported = median_cpu_seconds(lambda: render_text(parity, replace(found)), args.repeats)
     # what the standard library's C encoder takes without indentation (before orjson, the
     # least a JSON writer did; not gates' format)
     compact = median_cpu_seconds(lambda: json.dumps(parity, sort_keys=True), args.repeats)
@@ -320,13 +320,12 @@ def inventory(args: argparse.Namespace, root: Path) -> dict[str, object]:
         "inventory_classify_grouped_cpu_seconds": round(classified_grouped, 2),
         "survey_objects_floor_cpu_seconds": round(objects, 2),
         "survey_objects_floor_over_safe_open_listing": round(objects / listed, 2),
-        "inventory_check_output_cpu_seconds": round(checked, 3),
+        **output_check(parity, where, listed, args.repeats),
         "inventory_write_json_cpu_seconds": round(written, 3),
         "inventory_text_report_cpu_seconds": round(reported, 3),
         "json_dumps_compact_cpu_seconds": round(compact, 2),
         "inventory_read_both_sides_over_safe_open_listing": round(reading / listed, 2),
         "inventory_survey_over_safe_open_listing": round(surveyed / listed, 2),
-        "inventory_check_output_over_safe_open_listing": round(checked / listed, 2),
         "inventory_write_json_over_safe_open_listing": round(written / listed, 2),
         "json_dumps_compact_over_safe_open_listing": round(compact / listed, 2),
         "inventory_diff_over_safe_open_listing": rounded_median_ratio(rounds, "diff", "listing"),
@@ -342,6 +341,26 @@ def inventory(args: argparse.Namespace, root: Path) -> dict[str, object]:
         "inventory_diff_over_strict_floor": rounded_median_ratio(rounds, "diff", "floor"),
         "inventory_diff_over_strict_floor_lowest": lowest_ratio(rounds, "diff", "floor"),
         "inventory_diff_over_strict_floor_each_round": rounded_ratios(rounds, "diff", "floor"),
+    }
+
+
+def output_check(
+    parity: dict[str, object], where: str, listed: float, repeats: int
+) -> dict[str, object]:
+    """The output's check against its model, and its check of the differences alone, in C
+    (where gates.outputs._fit was built) and in Python."""
+    checked = median_cpu_seconds(
+        lambda: check_output(ArtifactKind.STRUCTURE_PARITY, parity, where), repeats
+    )
+    rows = parity["differences"]
+    in_c = median_cpu_seconds(lambda: differences_fit(rows), repeats)
+    in_python = median_cpu_seconds(lambda: python_differences_fit(rows), repeats)
+    return {
+        "inventory_check_output_cpu_seconds": round(checked, 3),
+        "inventory_check_output_over_safe_open_listing": round(checked / listed, 2),
+        "inventory_check_differences_cpu_seconds": round(in_c, 3),
+        "inventory_check_differences_in_python_cpu_seconds": round(in_python, 3),
+        "inventory_check_differences_in_c": structure_parity._native_rows_fit is not None,
     }
 
 
@@ -434,7 +453,7 @@ def _stripped_document(
     """The grouped rules, their classification and the extras, written by orjson."""
     grouped = expect_grouped(sides[0], ruleset)
     assert grouped is not None, "the shipped rules take the grouped path"
-    _, _, differences, names = classify_grouped(grouped.groups, sides[1])
+    _, _, differences, names, _ = classify_grouped(grouped.groups, sides[1])
     differences += extras(sides[1], names)
     document = {"differences": as_json(differences), "matched": len(sides[0])}
     return pretty_json_bytes(document, checked=frozenset({"differences"}))

@@ -253,14 +253,14 @@ def test_the_containerfile_installs_what_ci_needs() -> None:
     assert "bubblewrap" in text
     assert "paddlepaddle==" in text
     assert 'ENTRYPOINT ["gates"]' in text
-    assert 'python -c "import gates._walk"' in text  # the image's warm audit walks in C
+    assert 'python -c "import gates._walk, gates.outputs._fit"' in text  # its modules in C
 
 
 @pytest.mark.slow
 def test_gates_builds_from_what_the_containerfile_copies(tmp_path: Path) -> None:
     """What the image's `pip install /src` builds from, the Containerfile's COPY lines and
-    nothing else, makes a wheel with the walk in C (the image cannot be built here; a file
-    the build needs and the COPY lines miss, hatch_build.py say, fails this test)."""
+    nothing else, makes a wheel with both modules in C (the image cannot be built here; a
+    file the build needs and the COPY lines miss, hatch_build.py say, fails this test)."""
     source = tmp_path / "src"
     source.mkdir()
     for line in CONTAINERFILE.read_text().splitlines():
@@ -291,7 +291,8 @@ def test_gates_builds_from_what_the_containerfile_copies(tmp_path: Path) -> None
         names = archive.namelist()
     assert any(name.startswith("gates/_data/contracts/") for name in names)
     if shutil.which("cc") is not None:  # the image installs gcc for this step
-        assert any(name.startswith("gates/_walk.") and name.endswith(".so") for name in names)
+        for module in ("gates/_walk.", "gates/outputs/_fit."):
+            assert any(name.startswith(module) and name.endswith(".so") for name in names)
 
 
 def test_the_projects_own_pre_commit_config_is_valid() -> None:

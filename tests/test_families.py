@@ -1,12 +1,16 @@
 """`families` (all names at once) gives each name the family `family` gives it, on names
 built from the parts that decide it: numbers after `layers` and `experts`, numbers after
-numbers, empty parts, look-alike words, a non-ASCII digit and a newline."""
+numbers, empty parts, look-alike words, a non-ASCII digit and a newline. `template_family`
+gives the family of every name its template makes, or declines."""
 
 from __future__ import annotations
 
 import random
 
-from gates.naming.families import by_family, families, family
+from hypothesis import given
+from hypothesis import strategies as st
+
+from gates.naming.families import by_family, families, family, template_family
 
 PARTS = ["layers", "experts", "1", "12", "007", "x", "", "layers1", "xlayers", "\u00b2", "{L}"]
 
@@ -66,3 +70,26 @@ def test_families_of_many_names_are_each_names_family() -> None:
         start = rng.randrange(len(names))
         names[start : start + 50] = [f"model.layers.3.{odd.format(n % 3)}.{n}" for n in range(50)]
     assert families(names) == [family(name) for name in names]
+
+
+#: a template's parts: words, digits, a field alone, and fields a part shares (inside a word,
+#: next to another field, with a format spec or conversion), and braces that are text
+WHOLE = st.sampled_from(["model", "layers", "experts", "mlp", "w1", "", "0", "12", "{{L}}"])
+FIELD = st.sampled_from(["{0}", "{1}", "{2}"])
+SHARED = st.sampled_from(["fc{0}", "{1}x", "{0}{1}", "{0:3}", "{1!s}", "{0}}}}", "{{{0}"])
+DIGITS = st.text(st.sampled_from("0123456789"), min_size=1, max_size=4)
+
+
+@given(
+    st.lists(st.one_of(WHOLE, FIELD, SHARED), min_size=1, max_size=7),
+    st.lists(st.tuples(DIGITS, DIGITS, DIGITS), min_size=1, max_size=5),
+)
+def test_a_template_s_family_is_the_family_of_every_name_it_makes(
+    parts: list[str], numbers: list[tuple[str, str, str]]
+) -> None:
+    template = ".".join(parts)
+    decided = template_family(template)
+    if all(part in ("{0}", "{1}", "{2}") or "{" not in part.replace("{{", "") for part in parts):
+        assert decided is not None, "every field stands alone between dots"
+    if decided is not None:
+        assert {family(template.format(*each)) for each in numbers} == {decided}

@@ -1,9 +1,9 @@
 """The text report of `gates inventory diff` (`render_text`) counts families as a plain
 report would: `family` of each name, grouped and counted by plain loops (`sections` here).
 Held equal on seeded random surveys (rules, names and spoiled candidates; through the `Node`
-path and, where it decides, the grouped path), on surveys made to catch a shortcut (two
-rule lists shown alike, a class outside the four, names no shape decides) and on the
-full-size GLM-5.2 key set with the shipped rules."""
+path and, where it decides, the grouped path with the tally it counts a group at a time),
+on surveys made to catch a shortcut (two rule lists shown alike, a class outside the four,
+names no shape decides) and on the full-size GLM-5.2 key set with the shipped rules."""
 
 from __future__ import annotations
 
@@ -12,10 +12,18 @@ from collections import Counter
 
 import pytest
 
-from gates.checkpoints.survey import Difference, Found, Survey, classify, classify_grouped
+from gates.checkpoints.survey import (
+    Difference,
+    Explained,
+    Found,
+    Survey,
+    classify,
+    classify_grouped,
+)
 from gates.commands.inventory import render_text
 from gates.naming.families import family
 from gates.naming.grouped import expect_grouped
+from gates.naming.rules import RuleSet
 from tests.test_naming_families import Inventory
 from tests.test_survey_classify import full_size_pair, random_surveys
 
@@ -73,18 +81,24 @@ def assert_sections(found: Survey) -> None:
 
 
 def surveyed(
-    reference: Inventory, found: Found, differences: list[Difference], names: set[str], count: int
+    reference: Inventory,
+    found: Found,
+    differences: list[Difference],
+    names: set[str],
+    count: int,
+    *,
+    tally: dict[Explained, int] | None = None,
 ) -> Survey:
     extra = [
         Difference("structural", (), (name,), (), f"extra on the candidate side: {name}")
         for name in sorted(set(found) - names)
     ]
-    return Survey(len(reference), len(found), count, (*differences, *extra))
+    return Survey(len(reference), len(found), count, (*differences, *extra), tally=tally)
 
 
 def test_the_report_counts_families_as_name_by_name_on_random_surveys() -> None:
     rng = random.Random(2029)  # noqa: S311 - reproducible test inputs
-    grouped = explained = 0
+    grouped = explained = tallied = 0
     for reference, _, _, ruleset, nodes, found in random_surveys(rng, 450):
         matched, differences = classify(nodes, found)
         by_nodes = surveyed(reference, found, differences, set(nodes), len(matched))
@@ -92,12 +106,16 @@ def test_the_report_counts_families_as_name_by_name_on_random_surveys() -> None:
         explained += any(d.klass != "structural" for d in differences)
         groups = expect_grouped(reference, ruleset)
         if groups is not None:
-            count, _, differences, names = classify_grouped(groups.groups, found)
-            by_groups = surveyed(reference, found, differences, names, count)
+            classified = classify_grouped(groups.groups, found)
+            count, _, differences, names, tally = classified
+            by_groups = surveyed(reference, found, differences, names, count, tally=tally)
+            assert_sections(by_groups)
             assert render_text(DOCUMENT, by_groups) == render_text(DOCUMENT, by_nodes)
             grouped += 1
+            tallied += tally is not None and any(d.klass != "structural" for d in differences)
     assert explained > 200, "most random surveys explain some differences"
     assert grouped > 80, "and many take the grouped path too"
+    assert tallied > 60, "most of them with the tally counted a group at a time"
 
 
 @pytest.mark.parametrize(
@@ -138,7 +156,28 @@ def test_the_full_size_key_set_through_the_shipped_rules() -> None:
     reference, found, ruleset = full_size_pair()
     groups = expect_grouped(reference, ruleset)
     assert groups is not None, "the shipped rules take the grouped path"
-    count, _, differences, names = classify_grouped(groups.groups, found)
-    full = surveyed(reference, found, differences, names, count)
+    count, _, differences, names, tally = classify_grouped(groups.groups, found)
+    assert tally is not None, "every difference of the full-size set is made once"
+    full = surveyed(reference, found, differences, names, count, tally=tally)
     assert len(full.differences) > 50_000
     assert_sections(full)
+
+
+def test_a_tensor_classified_twice_leaves_the_count_to_the_differences() -> None:
+    """Where one reference tensor's difference is made twice (here a group handed over twice;
+    the grouped path's own groups never share a tensor), the later replaces the earlier, so
+    the survey cannot count a group at a time: it says so and the report counts the
+    differences it hands over."""
+    reference = {f"model.layers.{n}.w": ("BF16", (4, 2)) for n in range(4)}
+    ruleset = RuleSet.model_validate({"rules": [{"kind": "transpose", "match": "{prefix}.w"}]})
+    groups = expect_grouped(reference, ruleset)
+    assert groups is not None
+    found: Found = dict.fromkeys(reference, ("BF16", (2, 4)))
+    once = classify_grouped(groups.groups, found)
+    twice = classify_grouped(groups.groups * 2, found)
+    assert once.tally == {Explained("layout", ("transpose#1",), "model.layers.{L}.w"): 4}
+    assert twice.differences == once.differences
+    assert twice.tally is None
+    survey = surveyed(reference, found, twice.differences, twice.names, twice.matched_count)
+    assert survey.explained == once.tally
+    assert_sections(survey)

@@ -31,7 +31,7 @@ def by_groups(reference: Inventory, ruleset: RuleSet, found: Found) -> Outcome |
     grouped = expect_grouped(reference, ruleset)
     if grouped is None:
         return None
-    count, matched, differences, names = classify_grouped(grouped.groups, found)
+    count, matched, differences, names, _ = classify_grouped(grouped.groups, found)
     return count, matched(), differences, names
 
 

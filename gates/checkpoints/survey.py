@@ -23,12 +23,14 @@ from typing import NamedTuple, Protocol
 from gates.checkpoints.layout import Checkpoint, kinds
 from gates.naming.by_family import expect_by_family
 from gates.naming.config_placeholders import resolve
+from gates.naming.families import families, template_family
 from gates.naming.grouped import Group, expect_grouped
 from gates.naming.rules import Node, RuleSet
 from gates.rows import as_rows
 
 CLASSES = ("naming", "layout", "dtype", "structural")
 _KLASS = itemgetter(0)  # Difference.klass
+_RULES = itemgetter(3)  # Difference.rules
 
 
 class Difference(NamedTuple):
@@ -52,10 +54,31 @@ def as_json(differences: Sequence[Difference]) -> list[dict[str, object]]:
     ]
 
 
+class Explained(NamedTuple):
+    """Explained differences that the text report shows as one: their class, the rules that
+    explain them and the family of their reference name."""
+
+    klass: str
+    rules: tuple[str, ...]
+    family: str
+
+
+def explained_tally(differences: Sequence[Difference]) -> dict[Explained, int]:
+    """How many explained differences (not structural, with a reference name) are alike:
+    the families of all their first reference names at once, counted with their classes and
+    rules in C."""
+    explained = [d for d in differences if d.klass != "structural" and d.reference]
+    named = families([d.reference[0] for d in explained])
+    alike = Counter(zip(map(_KLASS, explained), map(_RULES, explained), named, strict=True))
+    return {Explained(*key): count for key, count in alike.items()}
+
+
 @dataclass(frozen=True)
 class Survey:
     """``matched`` (the expected tensors the candidate has as expected, by name) is made
-    when first asked for: the inventory diff needs only their number."""
+    when first asked for: the inventory diff needs only their number. ``tally`` is
+    `explained_tally` of the differences where the survey counted it as it went (a group
+    at a time); else `explained` counts it from the differences."""
 
     reference_count: int
     candidate_count: int
@@ -64,10 +87,15 @@ class Survey:
     rule_problems: tuple[str, ...] = field(default=())
     notes: tuple[str, ...] = field(default=())
     expected: Callable[[], dict[str, Node]] = field(default=dict, repr=False, compare=False)
+    tally: dict[Explained, int] | None = field(default=None, repr=False, compare=False)
 
     @cached_property
     def matched(self) -> dict[str, Node]:
         return self.expected()
+
+    @cached_property
+    def explained(self) -> dict[Explained, int]:
+        return explained_tally(self.differences) if self.tally is None else self.tally
 
     def counts(self) -> dict[str, int]:
         return dict(self._counts)
@@ -136,8 +164,9 @@ def survey(
     found, listed = kinds(candidate), kinds(reference)
     grouped = expect_grouped(listed, resolved.ruleset)
     problems: list[str] = []
+    tally = None
     if grouped is not None:
-        count, expected, differences, names = classify_grouped(grouped.groups, found)
+        count, expected, differences, names, tally = classify_grouped(grouped.groups, found)
     else:
         expectation = expect_by_family(listed, resolved.ruleset)
         matched, differences = classify(expectation.nodes, found)
@@ -152,6 +181,7 @@ def survey(
         rule_problems=(*resolved.problems, *problems),
         notes=resolved.notes,
         expected=expected,
+        tally=tally,
     )
 
 
@@ -234,16 +264,28 @@ def classify(nodes: dict[str, Node], found: Found) -> tuple[dict[str, Node], lis
     return matched, list(map(by_leaf.__getitem__, sorted(by_leaf)))
 
 
-def classify_grouped(
-    groups: list[Group], found: Found
-) -> tuple[int, Callable[[], dict[str, Node]], list[Difference], set[str]]:
-    """`classify` a group at a time: the number of matched tensors, a function that makes
-    them, the differences in the same order, and every expected name. A group's members
-    share their tree of operations, so its class, rules and leaves are worked out once."""
+class Classified(NamedTuple):
+    """What `classify_grouped` found: the number of matched tensors, a function that makes
+    them, the differences in `classify`'s order, every expected name, and the explained
+    differences' `explained_tally` (None where a reference tensor's difference was made
+    twice, one replacing the other: then only the differences tell)."""
+
+    matched_count: int
+    expected: Callable[[], dict[str, Node]]
+    differences: list[Difference]
+    names: set[str]
+    tally: dict[Explained, int] | None
+
+
+def classify_grouped(groups: list[Group], found: Found) -> Classified:
+    """`classify` a group at a time. A group's members share their tree of operations, so
+    its class, rules and leaves are worked out once, and so is the family of each leaf's
+    names where its template decides it (`template_family`)."""
     by_leaf: dict[str, Difference] = {}
     matched: list[tuple[Group, list[bool]]] = []
-    count = 0
+    count = made_count = 0
     names: set[str] = set()
+    tally: Counter[Explained] = Counter()
     for group in groups:
         family, plan = group.family, group.plan
         names.update(family.names)
@@ -252,7 +294,7 @@ def classify_grouped(
         matched.append((group, same))
         count += sum(same)
         if not all(same):
-            _unmatched(group, same, actual, by_leaf)
+            made_count += _unmatched(group, same, actual, by_leaf)
         if plan.op == "leaf" or not any(same):
             continue
         numbers = list(compress(family.numbers, same))
@@ -264,8 +306,16 @@ def classify_grouped(
             rows = zip(repeat(klass), zip(sources), zip(targets), repeat(rules), details)
             made = as_rows(Difference, rows)
             by_leaf.update(zip(sources, made, strict=True))
+            made_count += len(sources)
+            kin = template_family(leaf.template)
+            if kin is not None:
+                tally[Explained(klass, rules, kin)] += len(sources)
+            else:
+                for kin, alike in Counter(families(sources)).items():
+                    tally[Explained(klass, rules, kin)] += alike
     differences = list(map(by_leaf.__getitem__, sorted(by_leaf)))
-    return count, lambda: _matched_nodes(matched), differences, names
+    counted = dict(tally) if made_count == len(by_leaf) else None
+    return Classified(count, lambda: _matched_nodes(matched), differences, names, counted)
 
 
 def _unmatched(
@@ -273,14 +323,19 @@ def _unmatched(
     same: list[bool],
     actual: list[tuple[str, tuple[int, ...]] | None],
     by_leaf: dict[str, Difference],
-) -> None:
-    """A structural difference per leaf of each member the candidate lacks or has otherwise."""
+) -> int:
+    """A structural difference per leaf of each member the candidate lacks or has otherwise;
+    how many were made."""
     different = list(map(not_, same))
     chosen = group.kept(different)
     nodes = chosen.plan.nodes(chosen.family.numbers)
+    made = 0
     for node, seen in zip(nodes, compress(actual, different), strict=True):
-        for leaf in node.leaves():
+        leaves = node.leaves()
+        made += len(leaves)
+        for leaf in leaves:
             by_leaf[leaf.name] = _structural(node.name, node, leaf, seen)
+    return made
 
 
 def _matched_nodes(matched: list[tuple[Group, list[bool]]]) -> dict[str, Node]:

@@ -5,22 +5,21 @@ from __future__ import annotations
 import contextlib
 import gc
 from collections import Counter, defaultdict
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-from operator import attrgetter
 from pathlib import Path
 
 from gates import exitcodes
 from gates.canonical import indented_json
 from gates.checkers.outputs import write_checker_output
 from gates.checkpoints.check import check_checkpoint
-from gates.checkpoints.survey import Difference, Survey, as_json, survey
+from gates.checkpoints.survey import Survey, as_json, survey
 from gates.commands.checkpoint import resolve_rules
 from gates.echo import Output
 from gates.engine.inputs import AuditInputs
 from gates.external import locate
 from gates.hashing import StatCache
-from gates.naming.families import by_family, families, ranked
+from gates.naming.families import by_family, ranked
 from gates.receipts.model import ArtifactKind, Receipt
 from gates.workspace import roots_of
 
@@ -69,15 +68,11 @@ def _explained_by(klass: str, rules: tuple[str, ...]) -> str:
     return f"{klass:<7} {', '.join(rules)}"
 
 
-def _explained(differences: Sequence[Difference]) -> dict[str, Counter[str]]:
+def _explained(found: Survey) -> dict[str, Counter[str]]:
     """How many explained differences are in each family, under their class and rules
-    (sorted): the families of all their names at once, counted with their classes and rules
-    in C, then named per distinct class, rules and family (a few dozen for 60,000)."""
-    explained = [d for d in differences if d.klass != "structural" and d.reference]
-    klasses, rules = map(attrgetter("klass"), explained), map(attrgetter("rules"), explained)
-    named = families([d.reference[0] for d in explained])
+    (sorted), from the survey's tally (a few dozen entries for 60,000 differences)."""
     by_group: defaultdict[str, Counter[str]] = defaultdict(Counter)
-    for (klass, applied, kin), count in Counter(zip(klasses, rules, named, strict=True)).items():
+    for (klass, applied, kin), count in found.explained.items():
         by_group[_explained_by(klass, applied)][kin] += count
     return dict(sorted(by_group.items()))
 
@@ -108,7 +103,7 @@ def render_text(document: dict[str, object], found: Survey) -> str:
             lines.append(f"  {count:>6}  {key}")
             lines.append(f"          e.g. {first}: {details[first]}")
         lines += _more(10, len(by_families))
-    explained = _explained(found.differences)
+    explained = _explained(found)
     if explained:
         lines.append("explained by rules:")
         for key, tally in explained.items():

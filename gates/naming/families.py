@@ -10,6 +10,7 @@ from __future__ import annotations
 import re
 from collections import Counter
 from collections.abc import Iterable, Mapping
+from string import Formatter
 
 _PLACEHOLDERS = {"layers": "{L}", "experts": "{E}"}
 
@@ -81,6 +82,32 @@ def families(names: list[str]) -> list[str]:
     for start in range(0, len(names), _CHUNK):
         found += _in_families(names[start : start + _CHUNK])
     return found
+
+
+def template_family(template: str) -> str | None:
+    """The family of every name ``template`` (a `str.format` template) makes from number parts
+    (strings of digits), where each of its fields stands alone between dots, as a family's
+    fields do (gates/naming/by_family.py); else None (`fc{0}` makes names of many families,
+    and a field with a format spec or next to another is not a number part).
+
+    `family` tells a number part by its being digits and by the part before it, so where
+    every field is a part of its own, the parts it replaces are the same in every name."""
+    made, after_field = "", False
+    try:
+        parsed = list(Formatter().parse(template))
+    except ValueError:
+        return None
+    for literal, field, spec, conversion in parsed:
+        if after_field and not literal.startswith("."):
+            return None  # the field before ends inside a part, or meets the next field
+        made += literal
+        after_field = field is not None
+        if not after_field:
+            continue
+        if not str(field).isdigit() or spec or conversion or made[-1:] not in ("", "."):
+            return None
+        made += "0"
+    return family(made)
 
 
 def ranked(counts: Mapping[str, int]) -> list[tuple[str, int]]:

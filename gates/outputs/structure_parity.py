@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from itertools import chain
 from operator import itemgetter
 from typing import Any, Literal, get_args
@@ -54,7 +55,7 @@ CLASSES = frozenset(get_args(Difference.model_fields["kind"].annotation))
 _LIST_KEYS = ("reference", "candidate", "rules")
 
 
-def differences_fit(differences: object) -> bool:
+def python_differences_fit(differences: object) -> bool:
     """True only when ``differences`` surely fits `list[Difference]`: a list of plain dicts
     with exactly `DIFFERENCE_KEYS`, a class in `CLASSES`, lists or tuples of strings (the
     model's lax lists take a tuple; the survey hands over tuples) and a string detail, all
@@ -72,6 +73,26 @@ def differences_fit(differences: object) -> bool:
     if not set(map(type, chain(*lists))) <= {list, tuple}:
         return False
     return set(map(type, chain.from_iterable(chain(*lists)))) <= {str}
+
+
+# the check in C (gates/outputs/_fit.c), built at install where a C compiler is
+_native_rows_fit: (
+    Callable[[object, tuple[str, ...], tuple[str, ...], str, frozenset[str]], bool] | None
+)
+try:
+    from gates.outputs._fit import rows_fit as _native_rows_fit
+except ImportError:
+    _native_rows_fit = None
+
+_STRING_KEYS = tuple(key for key in DIFFERENCE_KEYS if key not in _LIST_KEYS)
+
+
+def differences_fit(differences: object) -> bool:
+    """`python_differences_fit`, a row at a time in C where gates.outputs._fit was built (the
+    same answers, and False also where a key is a str subclass: tests/test_fit.py)."""
+    if _native_rows_fit is None:
+        return python_differences_fit(differences)
+    return _native_rows_fit(differences, _STRING_KEYS, _LIST_KEYS, "class", CLASSES)
 
 
 def _columns(differences: object) -> dict[str, list[Any]] | None:

@@ -1,0 +1,169 @@
+"""The quick check of a survey's differences in C (gates/outputs/_fit.c) against its Python
+reference (`python_differences_fit`): the same answer on random valid and spoiled
+differences (rows of other types, keys missing, added or renamed, values of every odd
+type, lists and tuples of them, subclasses of str, list, tuple and dict), and False where a
+key is a str subclass, which Python may take; a full-size survey's 59,480 differences are
+vouched for; bad arguments are refused."""
+
+from __future__ import annotations
+
+import copy
+import shutil
+import sysconfig
+from collections import OrderedDict
+from pathlib import Path
+from typing import Any
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from gates.checkpoints.survey import as_json, classify_grouped, extras
+from gates.naming.grouped import expect_grouped
+from gates.outputs import structure_parity
+from gates.outputs.structure_parity import CLASSES, DIFFERENCE_KEYS, python_differences_fit
+from tests.test_output_quick_check import ODD, Str, differences, spoil_difference
+from tests.test_survey_classify import full_size_pair
+
+try:
+    from gates.outputs import _fit as native
+except ImportError:  # no C compiler at install: test_the_install_built_the_c_check says more
+    native = None
+
+needs_native = pytest.mark.skipif(
+    native is None, reason="gates/outputs/_fit.c was not compiled at install (no C compiler)"
+)
+STRINGS = ("class", "detail")
+LISTS = ("reference", "candidate", "rules")
+
+
+class Listed(list[Any]):
+    __slots__ = ()
+
+
+class Tupled(tuple[Any, ...]):
+    __slots__ = ()
+
+
+class Mapped(dict[str, Any]):
+    __slots__ = ()
+
+
+def native_fit(rows: object) -> bool:
+    assert native is not None
+    return native.rows_fit(rows, STRINGS, LISTS, "class", CLASSES)
+
+
+#: what a row, a value or a name may become beyond test_output_quick_check's ODD
+STRANGE: list[Any] = [
+    Listed(["a"]),
+    Tupled(("a",)),
+    Mapped({"class": "naming"}),
+    OrderedDict(a="b"),
+    ("a", 1),
+    ["a", Str("b")],
+    ("a", None),
+    Str("other"),
+]
+
+
+def spoil_more(data: st.DataObject, row: object) -> object:
+    """A row made stranger: its container, a key of a str subclass, one of STRANGE."""
+    how = data.draw(st.sampled_from(["as", "str key", "value", "none"]))
+    if type(row) is not dict or how == "none":
+        return row
+    if how == "as":
+        return data.draw(st.sampled_from([Mapped, OrderedDict, tuple]))(row)
+    key = data.draw(st.sampled_from(DIFFERENCE_KEYS))
+    if how == "str key" and key in row:
+        row[Str(key)] = row.pop(key)
+    else:
+        row[key] = data.draw(st.sampled_from([*STRANGE, *ODD]))
+    return row
+
+
+def _subclass_keys(rows: object) -> bool:
+    return isinstance(rows, list) and any(
+        type(row) is dict and any(type(key) is not str and isinstance(key, str) for key in row)
+        for row in rows
+    )
+
+
+@needs_native
+@settings(max_examples=400, deadline=None)
+@given(differences, st.data())
+def test_the_c_check_answers_as_the_python_check(
+    listed: list[dict[str, Any]], data: st.DataObject
+) -> None:
+    rows: Any = copy.deepcopy(listed)
+    for _ in range(data.draw(st.integers(min_value=0, max_value=3)) if rows else 0):
+        at = data.draw(st.integers(min_value=0, max_value=len(rows) - 1))
+        rows[at] = spoil_more(data, spoil_difference(data, rows[at]))
+    if data.draw(st.integers(0, 9)) == 0:
+        rows = data.draw(st.sampled_from([tuple, Listed]))(rows)
+    answer = native_fit(rows)
+    if _subclass_keys(rows):
+        assert not answer, "a str subclass as a key is left to the model"
+    else:
+        assert answer == python_differences_fit(rows)
+    assert structure_parity.differences_fit(rows) == answer, "the check takes the C one"
+
+
+@needs_native
+def test_every_spoil_of_one_valid_row_answers_as_python() -> None:
+    row = {"class": "layout", "reference": ("a",), "candidate": ["b"], "rules": (), "detail": ""}
+    assert native_fit([row]) and python_differences_fit([row])
+    for key in DIFFERENCE_KEYS:
+        for odd in [*ODD, *STRANGE]:
+            spoiled = [row, {**row, key: odd}]
+            assert native_fit(spoiled) == python_differences_fit(spoiled), (key, odd)
+        missing = {name: value for name, value in row.items() if name != key}
+        assert not native_fit([missing]) and not python_differences_fit([missing])
+        renamed = {**missing, f"{key} ": row[key]}
+        assert not native_fit([renamed]) and not python_differences_fit([renamed])
+    assert not native_fit([{**row, "extra": ""}])
+    assert native_fit([]) and not native_fit(()) and not native_fit(None)
+
+
+@needs_native
+@pytest.mark.slow
+def test_a_full_size_survey_s_differences_are_vouched_for() -> None:
+    reference, found, ruleset = full_size_pair()
+    groups = expect_grouped(reference, ruleset)
+    assert groups is not None
+    classified = classify_grouped(groups.groups, found)
+    rows = as_json([*classified.differences, *extras(found, classified.names)])
+    assert len(rows) > 50_000
+    assert native_fit(rows) and python_differences_fit(rows)
+    rows[-1] = {**rows[-1], "rules": [*rows[-1]["rules"], 1]}
+    assert not native_fit(rows) and not python_differences_fit(rows)
+
+
+@needs_native
+@pytest.mark.parametrize(
+    "arguments",
+    [
+        (STRINGS, LISTS, "kind", CLASSES),  # chosen not among the strings' keys
+        (STRINGS, LISTS, "rules", CLASSES),
+        (("class", "class"), LISTS, "class", CLASSES),  # a key twice
+        (("class", Str("detail")), LISTS, "class", CLASSES),
+        (STRINGS, LISTS, "class", frozenset({"naming", Str("layout")})),
+        (STRINGS, tuple(map(str, range(40))), "class", CLASSES),  # more keys than a mask
+    ],
+)
+def test_bad_arguments_are_refused(arguments: tuple[Any, ...]) -> None:
+    assert native is not None
+    with pytest.raises(ValueError, match="rows_fit"):
+        native.rows_fit([], *arguments)
+
+
+@pytest.mark.skipif(
+    shutil.which(str(sysconfig.get_config_var("CC") or "cc").split()[0]) is None,
+    reason="no C compiler here: gates installs without gates/outputs/_fit.c's module",
+)
+def test_the_install_built_the_c_check() -> None:
+    """Where the interpreter's C compiler is, `make` installs gates with its check in C
+    (hatch_build.py); a build that silently fell back would leave the diff slower."""
+    assert native is not None, "gates.outputs._fit did not build: see pip's output"
+    assert structure_parity._native_rows_fit is native.rows_fit
+    assert Path(native.__file__).parent == Path(structure_parity.__file__).parent
