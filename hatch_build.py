@@ -69,11 +69,12 @@ class NativeBuildHook(BuildHookInterface):  # type: ignore[type-arg]
         if self.target_name != "wheel" or os.name != "posix":
             return
         root = Path(self.root)
-        if version != "editable":
-            self.scratch = Path(tempfile.mkdtemp(prefix="gates-native-"))
+        # hatchling keeps one hook for all the versions of a run (`-t wheel:standard,editable`)
+        scratch = None if version == "editable" else Path(tempfile.mkdtemp(prefix="gates-native-"))
+        self.scratch = scratch
         for source, without in SOURCES.items():
             package = Path(source).parent
-            into = root / package if self.scratch is None else self.scratch / package
+            into = (root if scratch is None else scratch) / package
             into.mkdir(parents=True, exist_ok=True)
             try:
                 built = compile_module(root, source, into)
@@ -84,7 +85,7 @@ class NativeBuildHook(BuildHookInterface):  # type: ignore[type-arg]
                     "compiler and Python's headers, then reinstall, for the faster one)"
                 )
                 continue
-            if self.scratch is None:
+            if scratch is None:
                 continue
             build_data["force_include"][str(built)] = f"{package.as_posix()}/{built.name}"
             build_data["pure_python"] = False
@@ -93,3 +94,4 @@ class NativeBuildHook(BuildHookInterface):  # type: ignore[type-arg]
     def finalize(self, version: str, build_data: dict[str, Any], artifact_path: str) -> None:
         if self.scratch is not None:
             shutil.rmtree(self.scratch, ignore_errors=True)
+            self.scratch = None

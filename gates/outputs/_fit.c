@@ -1,6 +1,6 @@
 /* The quick check of a survey's differences in C: `rows_fit` answers what
  * gates.outputs.structure_parity.python_differences_fit answers, a row at a time
- * without a column made (60,000 rows: about 3 ms against 85 in Python).
+ * without a column made (60,000 rows: 10 to 12 ms against 70 to 85 in Python).
  *
  * rows_fit(rows, strings, lists, chosen, choices) -> bool
  *
@@ -10,9 +10,9 @@
  * under a key of ``lists`` a list or a tuple (exactly) of strs (exactly). False means
  * "ask the model", never "rejected" (the caller's model decides and words the error).
  *
- * A key that is a str subclass makes the answer False where Python's check may say True:
- * that way no Python code (a subclass's __eq__) runs during the check, so no row, dict
- * or list can change under it and every reference here may stay borrowed.
+ * Every key and every choice must be an exact str, the choices an exact frozenset: so no
+ * Python code (an __eq__, an __iter__) runs during the check, no row, dict or list can
+ * change under it, and every reference here may stay borrowed.
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
@@ -128,7 +128,12 @@ static PyObject *rows_fit(PyObject *module, PyObject *args)
         PyErr_SetString(PyExc_ValueError, "rows_fit: chosen must be one of the strings' keys");
         return NULL;
     }
-    /* exact strs only, so that a lookup in the set compares strs in C */
+    /* an exact frozenset of exact strs, so that a lookup in it compares strs in C (a
+     * subclass's __iter__ could hide a member with an __eq__ of its own) */
+    if (!PyFrozenSet_CheckExact(choices)) {
+        PyErr_SetString(PyExc_ValueError, "rows_fit: the choices must be a frozenset");
+        return NULL;
+    }
     PyObject *walk = PyObject_GetIter(choices);
     if (walk == NULL) {
         return NULL;

@@ -89,7 +89,7 @@ _STRING_KEYS = tuple(key for key in DIFFERENCE_KEYS if key not in _LIST_KEYS)
 
 def differences_fit(differences: object) -> bool:
     """`python_differences_fit`, a row at a time in C where gates.outputs._fit was built (the
-    same answers, and False also where a key is a str subclass: tests/test_fit.py)."""
+    same answers: tests/test_fit.py)."""
     if _native_rows_fit is None:
         return python_differences_fit(differences)
     return _native_rows_fit(differences, _STRING_KEYS, _LIST_KEYS, "class", CLASSES)
@@ -97,10 +97,14 @@ def differences_fit(differences: object) -> bool:
 
 def _columns(differences: object) -> dict[str, list[Any]] | None:
     """Each key's values, when ``differences`` is a list of plain dicts with exactly the
-    keys `DIFFERENCE_KEYS` (as many keys as those, each of them there); else None."""
+    keys `DIFFERENCE_KEYS` (as many keys as those, each of them there, each a plain str:
+    a key of another type could compare equal to one of them and still be refused by the
+    model); else None."""
     if type(differences) is not list or not set(map(type, differences)) <= {dict}:
         return None
     if not set(map(len, differences)) <= {len(DIFFERENCE_KEYS)}:
+        return None
+    if not set(map(type, chain.from_iterable(differences))) <= {str}:
         return None
     try:
         return {key: list(map(itemgetter(key), differences)) for key in DIFFERENCE_KEYS}
