@@ -151,7 +151,6 @@ def test_every_spoil_of_one_valid_row_answers_as_python() -> None:
     assert native_fit([]) and not native_fit(()) and not native_fit(None)
 
 
-@needs_native
 @pytest.mark.parametrize("key", [LooksLike("detail"), Pretends("zzz")])
 def test_a_key_that_only_compares_equal_is_left_to_the_model(key: object) -> None:
     """The model refuses both rows (a key that is no str; an extra key "zzz"), so neither
@@ -161,7 +160,7 @@ def test_a_key_that_only_compares_equal_is_left_to_the_model(key: object) -> Non
     with pytest.raises(ValidationError):
         TypeAdapter(list[Difference]).validate_python([row])
     assert not python_differences_fit([row])
-    assert not native_fit([row])
+    assert native is None or not native_fit([row])
 
 
 @needs_native
