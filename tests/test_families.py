@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import random
 
+import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -78,6 +79,11 @@ WHOLE = st.sampled_from(["model", "layers", "experts", "mlp", "w1", "", "0", "12
 FIELD = st.sampled_from(["{0}", "{1}", "{2}"])
 SHARED = st.sampled_from(["fc{0}", "{1}x", "{0}{1}", "{0:3}", "{1!s}", "{0}}}}", "{{{0}"])
 DIGITS = st.text(st.sampled_from("0123456789"), min_size=1, max_size=4)
+
+
+@pytest.mark.parametrize("template", ["a.{", "a.}", "a.{0", "{0}.{1", "{0[}.x"])
+def test_a_template_str_format_cannot_parse_has_no_family(template: str) -> None:
+    assert template_family(template) is None
 
 
 @given(

@@ -9,8 +9,6 @@ frozenset subclass that could run Python code during the check among them."""
 from __future__ import annotations
 
 import copy
-import shutil
-import sysconfig
 from collections import OrderedDict
 from pathlib import Path
 from typing import Any
@@ -29,6 +27,7 @@ from gates.outputs.structure_parity import (
     Difference,
     python_differences_fit,
 )
+from tests.helpers import needs_compiler
 from tests.test_output_quick_check import ODD, Str, differences, spoil_difference
 from tests.test_survey_classify import full_size_pair
 
@@ -196,10 +195,7 @@ def test_bad_arguments_are_refused(arguments: tuple[Any, ...]) -> None:
         native.rows_fit([], *arguments)
 
 
-@pytest.mark.skipif(
-    shutil.which(str(sysconfig.get_config_var("CC") or "cc").split()[0]) is None,
-    reason="no C compiler here: gates installs without gates/outputs/_fit.c's module",
-)
+@needs_compiler
 def test_the_install_built_the_c_check() -> None:
     """Where the interpreter's C compiler is, `make` installs gates with its check in C
     (hatch_build.py); a build that silently fell back would leave the diff slower."""

@@ -6,8 +6,6 @@ from __future__ import annotations
 
 import contextlib
 import os
-import shutil
-import sysconfig
 import tempfile
 from pathlib import Path
 
@@ -16,6 +14,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from gates import fastpath
+from tests.helpers import needs_compiler
 
 try:
     from gates import _walk as native
@@ -184,10 +183,7 @@ def test_an_unreadable_top_is_refused_alike(tmp_path: Path) -> None:
     assert refusals == [f"{missing}: unreadable"] * 2
 
 
-@pytest.mark.skipif(
-    shutil.which(str(sysconfig.get_config_var("CC") or "cc").split()[0]) is None,
-    reason="no C compiler here: gates installs without gates/_walk.c's module",
-)
+@needs_compiler
 def test_the_install_built_the_c_walk() -> None:
     """Where the interpreter's C compiler is, `make` installs gates with its walk in C
     (hatch_build.py); a build that silently fell back would leave the warm audit slow."""
