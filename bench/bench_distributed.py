@@ -54,8 +54,6 @@ from common import (
 from glm52_keyset import load_config, paddle_keyset, reference_keyset, write_header_only
 from safetensors import safe_open
 
-from gates.atomic import write_bytes_atomic
-from gates.canonical import pretty_json_bytes
 from gates.checkpoints.check import check_checkpoint
 from gates.checkpoints.digest import hash_shards
 from gates.checkpoints.layout import kinds as listed_tensors
@@ -63,19 +61,20 @@ from gates.checkpoints.layout import load_checkpoint
 from gates.checkpoints.survey import _made, as_json, classify, classify_grouped, extras, survey
 from gates.commands.checkpoint import resolve_rules
 from gates.commands.inventory import collector_paused, diff, render_text, survey_document
-from gates.echo import Output
+from gates.core.atomic import write_bytes_atomic
+from gates.core.canonical import pretty_json_bytes
+from gates.core.echo import Output
+from gates.core.hashing import StatCache
 from gates.engine.inputs import load_inputs
-from gates.hashing import StatCache
 from gates.naming.by_family import expect_by_family
 from gates.naming.config_placeholders import resolve
 from gates.naming.grouped import expect_grouped
 from gates.naming.rules import RuleSet, expect
-from gates.outputs import structure_parity
 from gates.outputs.models import check_output
-from gates.outputs.structure_parity import differences_fit, python_differences_fit
+from gates.outputs.structure_parity import differences_fit
 from gates.receipts.model import ArtifactKind
 from gates.safetensors.header import _CANONICAL_KIND_ENTRY, _kind
-from gates.workspace import open_workspace
+from gates.workspace.repository import open_workspace
 
 REPO = Path(__file__).resolve().parent.parent
 BIN = Path(sys.executable).parent
@@ -87,7 +86,7 @@ from gates.checkpoints.check import inspect_checkpoint
 from gates.checkpoints.digest import hash_shards
 from gates.checkpoints.ranks import (
     Exchange, RankReport, ShardState, balance, launcher_world, merge_reports, paddle_store)
-from gates.hashing import StatCache
+from gates.core.hashing import StatCache
 
 folder, out, repeats = Path(sys.argv[1]), Path(sys.argv[2]), int(sys.argv[3])
 world = launcher_world()
@@ -347,20 +346,16 @@ def inventory(args: argparse.Namespace, root: Path) -> dict[str, object]:
 def output_check(
     parity: dict[str, object], where: str, listed: float, repeats: int
 ) -> dict[str, object]:
-    """The output's check against its model, and its check of the differences alone, in C
-    (where gates.outputs._fit was built) and in Python."""
+    """The output's check against its model, and its check of the differences alone."""
     checked = median_cpu_seconds(
         lambda: check_output(ArtifactKind.STRUCTURE_PARITY, parity, where), repeats
     )
     rows = parity["differences"]
-    in_c = median_cpu_seconds(lambda: differences_fit(rows), repeats)
-    in_python = median_cpu_seconds(lambda: python_differences_fit(rows), repeats)
+    fit = median_cpu_seconds(lambda: differences_fit(rows), repeats)
     return {
         "inventory_check_output_cpu_seconds": round(checked, 3),
         "inventory_check_output_over_safe_open_listing": round(checked / listed, 2),
-        "inventory_check_differences_cpu_seconds": round(in_c, 3),
-        "inventory_check_differences_in_python_cpu_seconds": round(in_python, 3),
-        "inventory_check_differences_in_c": structure_parity._native_rows_fit is not None,
+        "inventory_check_differences_cpu_seconds": round(fit, 3),
     }
 
 

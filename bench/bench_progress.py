@@ -26,9 +26,9 @@ from pathlib import Path
 from bench_checkpoint import SHARDS, write_sharded
 from common import OUT, report
 
-from gates import progress
 from gates.checkpoints.check import check_checkpoint
-from gates.hashing import StatCache
+from gates.core import progress
+from gates.core.hashing import StatCache
 
 
 def _terminal() -> tuple[int, threading.Thread]:

@@ -28,7 +28,7 @@ from gates.commands.demo import lay_out
 from gates.commands.freeze import pin
 from gates.sandbox import Request, prepared, support
 from gates.sandbox.materialize import materialize
-from gates.workspace import open_workspace
+from gates.workspace.repository import open_workspace
 
 PYTHON = os.path.normpath(sys.executable)  # no "bench/.." in it: the sandbox has no bench/
 

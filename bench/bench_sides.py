@@ -23,7 +23,7 @@ from common import OUT, median_seconds, report
 
 from gates.engine.audit import code_judge, judge_workspace
 from gates.engine.inputs import load_inputs
-from gates.workspace import open_workspace
+from gates.workspace.repository import open_workspace
 
 
 def main() -> int:

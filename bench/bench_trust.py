@@ -24,7 +24,7 @@ from bench_audit import build_receipts, build_repository, git
 from common import OUT, median_seconds, report
 
 from gates.commands.demo import lay_out
-from gates.hashing import cache_file
+from gates.core.hashing import cache_file
 from gates.receipts.model import ArtifactKind
 from gates.trust.keys import load_key, new_key, public_pem
 

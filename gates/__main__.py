@@ -1,3 +1,3 @@
-from gates.entry import main
+from gates.cli.app import main
 
 main()

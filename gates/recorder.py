@@ -1,6 +1,6 @@
 """The documented import path of the run recorder (docs/paddle.md); it lives in gates.training."""
 
-from gates.run_env import FRAMEWORK, GIT_HEAD, MODEL_CONFIG, RUN_DIR, RUN_ID, rank_folder
+from gates.core.run_protocol import FRAMEWORK, GIT_HEAD, MODEL_CONFIG, RUN_DIR, RUN_ID, rank_folder
 from gates.training.recorder import (
     FRAMEWORKS,
     GatesCallback,

@@ -20,7 +20,7 @@ from pathlib import Path
 import git
 import pytest
 
-from gates.cli import main as gates_main
+from gates.cli.app import main as gates_main
 from tests.helpers import TrustSetup, Workspace, git_identity, make_repo, make_trust
 
 

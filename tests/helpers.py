@@ -6,27 +6,18 @@ from __future__ import annotations
 
 import json
 import re
-import shutil
 import subprocess
 import sys
-import sysconfig
 from dataclasses import dataclass
 from pathlib import Path
 
 import git
 import pytest
 
-from gates.cli import main as gates_main
+from gates.cli.app import main as gates_main
 from gates.trust.keys import load_key, new_key, public_pem
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
-
-#: the interpreter's C compiler is here, so the install built gates' modules in C
-#: (hatch_build.py); a test that they were built skips elsewhere, saying so
-needs_compiler = pytest.mark.skipif(
-    shutil.which(str(sysconfig.get_config_var("CC") or "cc").split()[0]) is None,
-    reason="no C compiler here: gates installs without its modules in C (hatch_build.py)",
-)
 
 
 @dataclass(frozen=True)

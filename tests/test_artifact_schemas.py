@@ -8,9 +8,9 @@ from pathlib import Path
 import pytest
 from jsonschema import Draft202012Validator
 
+from gates.core.resources import schema, schemas_dir
 from gates.receipts.artifacts import artifact_problem, schema_errors
 from gates.receipts.model import ArtifactKind
-from gates.resources import schema, schemas_dir
 
 EXAMPLES = schemas_dir() / "examples"
 KINDS = ["manifest", "env", "loss", "raw_loss", "loss_check"]

@@ -7,11 +7,11 @@ from pathlib import Path
 
 import pytest
 
-from gates.criteria import Criterion, DischargeStatus, discharge_status
+from gates.core.criteria import Criterion, DischargeStatus, discharge_status
 from gates.engine.audit import run_audit
 from gates.engine.inputs import load_inputs
 from gates.reporters import REPORTERS
-from gates.workspace import open_workspace
+from gates.workspace.repository import open_workspace
 from tests.helpers import Workspace, write
 
 FREEZE_ID = "contract_environment.source-freeze-head-vs-pin"

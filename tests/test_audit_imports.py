@@ -15,7 +15,7 @@ from tests.helpers import REPO_ROOT, Workspace, run_script
 AUDIT = """
 import sys
 sys.path.insert(0, {repo!r})
-from gates.cli import main
+from gates.cli.app import main
 try:
     main(["-C", {root!r}, "audit", "--format", "json"])
 except SystemExit:

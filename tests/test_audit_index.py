@@ -13,8 +13,8 @@ import pytest
 import gates.engine.audit
 import gates.engine.inputs
 import gates.receipts.judge_all
-import gates.workspace
-from gates.hashing import cache_file
+import gates.workspace.repository
+from gates.core.hashing import cache_file
 from gates.receipts.index import INDEX_KIND
 from tests.helpers import Workspace, declare_entrypoints, signed_run, write
 
@@ -212,7 +212,7 @@ def test_a_kept_judgement_rebuilds_the_validated_receipt(
     from gates.receipts.index import judgement_from_data, judgement_to_data  # noqa: PLC0415
     from gates.receipts.model import Receipt  # noqa: PLC0415
 
-    workspace = gates.workspace.open_workspace(evidence.root)
+    workspace = gates.workspace.repository.open_workspace(evidence.root)
     run = gates.engine.audit.judge_workspace(gates.engine.inputs.load_inputs(workspace))
     for judgement in run.receipts:
         data = judgement_to_data(judgement)

@@ -18,7 +18,7 @@ import gates.engine.audit
 import gates.freeze.check
 import gates.policy.contract_files
 from gates.commands.demo import POLICY_REF, lay_out
-from gates.hashing import StatCache, cache_file
+from gates.core.hashing import StatCache, cache_file
 from tests.helpers import run_gates
 
 

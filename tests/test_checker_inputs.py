@@ -19,7 +19,7 @@ from gates.receipts.judge_all import Wanted
 from gates.receipts.model import ArtifactKind
 from gates.receipts.verify import Judgement
 from gates.reporters.json_report import receipt_entry
-from gates.workspace import open_workspace
+from gates.workspace.repository import open_workspace
 from tests import helpers
 from tests.helpers import Workspace, declare_entrypoints, signed_run, write
 from tests.test_loss_check import CAND, REF, train_losses

@@ -123,7 +123,7 @@ def test_two_ranks_give_the_single_process_digest_and_say_who_hashed_what(
 TRAINER = """
 import json, sys
 from gates.checkpoints.ranks import RanksError, launcher_world
-from gates.errors import GatesError
+from gates.core.errors import GatesError
 from gates.commands.checkpoint import verify_saved_checkpoint
 
 rank = launcher_world().rank
@@ -236,7 +236,7 @@ def test_the_launcher_environment() -> None:
 
 NO_PADDLE = """
 import sys
-from gates.cli import main
+from gates.cli.app import main
 try:
     main(["-C", sys.argv[1], "check", "checkpoint", "external:official/glm-5.2"])
 except SystemExit as done:
@@ -286,7 +286,7 @@ rank = int(os.environ["PADDLE_TRAINER_ID"])
 late = int(sys.argv[1])
 if rank == late:
     time.sleep(float(sys.argv[2]))  # this rank starts seconds after the other
-from gates.cli import main
+from gates.cli.app import main
 main(sys.argv[3:])
 """
 

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from gates.checkpoints.check import check_checkpoint, compare_pair
-from gates.hashing import StatCache
+from gates.core.hashing import StatCache
 from gates.naming.rules import RuleSet
 from tests.glm_fixture import INDEXER, MTP, paddle_arrays, reference_arrays, write_checkpoint
 from tests.helpers import REPO_ROOT

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import click
 
-from gates.cli import cli
+from gates.cli.app import cli
 
 DOC = Path(__file__).resolve().parent.parent / "docs/cli.md"
 

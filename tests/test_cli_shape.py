@@ -22,8 +22,8 @@ import numpy as np
 import pytest
 
 from gates.checkers import checkpoint_output
-from gates.cli import cli
-from gates.cli_options import RendererChoice, rendered_by
+from gates.cli.app import cli
+from gates.cli.options import RendererChoice, rendered_by
 from gates.commands import (
     attest,
     check,
@@ -47,7 +47,7 @@ from gates.freeze.check import evaluate_freeze
 from gates.reporters.verify_export import verify_export
 from gates.sandbox import support
 from gates.tensors.compare import Selection
-from gates.workspace import open_workspace
+from gates.workspace.repository import open_workspace
 from tests.configsem_fixture import CLASS, FIXED, OFFICIAL_REL, candidate_files, set_files
 from tests.glm_fixture import MTP, paddle_arrays, reference_arrays, write_checkpoint
 from tests.helpers import (

@@ -5,7 +5,7 @@ from __future__ import annotations
 from hypothesis import given
 from hypothesis import strategies as st
 
-from gates.detection import DetectionPower
+from gates.core.detection import DetectionPower
 from gates.reporters.status_md import messages
 
 

@@ -21,9 +21,8 @@ def test_the_distribution_is_gates_align_with_the_package_version() -> None:
     project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
     assert project["name"] == "gates-align"
     assert project["dynamic"] == ["version"]  # read from gates/__init__.py: one source
-    # the warm audit answers before click loads (gates/fastpath.py), else gates.cli:main
-    assert project["scripts"]["gates"] == "gates.entry:main"
-    assert project["scripts"]["audit-source-freeze"] == "gates.entry:freeze_run"
+    assert project["scripts"]["gates"] == "gates.cli.app:main"
+    assert project["scripts"]["audit-source-freeze"] == "gates.commands.freeze_script:run"
 
 
 def test_no_doc_installs_the_unrelated_gates_package() -> None:

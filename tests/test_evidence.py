@@ -95,7 +95,7 @@ def test_refresh_never_runs_a_forged_command(
     """A receipt is the PR author's file: a recorded `gates run` is shown, never run."""
     from gates.receipts.create import ReceiptRequest, create_receipt  # noqa: PLC0415
     from gates.receipts.model import ArtifactKind  # noqa: PLC0415
-    from gates.workspace import open_workspace  # noqa: PLC0415
+    from gates.workspace.repository import open_workspace  # noqa: PLC0415
 
     (pair.root / "outputs/forged.json").write_text("{}\n")
     pwned = pair.root / "pwned"

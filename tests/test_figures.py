@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from gates.contracts.model import ContractResult, ResultsFigures
-from gates.criteria import Criterion, DischargeStatus
+from gates.core.criteria import Criterion, DischargeStatus
 from gates.policy.contract_files import ContractSpec
 from gates.tensors.progress import Progress, TensorFigures, tensor_progress
 from tests import test_checkpoint_cli as checkpoint_cli
@@ -30,7 +30,7 @@ def _status(ws: Workspace, capsys: pytest.CaptureFixture[str]) -> tuple[list[str
 def _results_figures(ws: Workspace) -> ResultsFigures:
     from gates.engine.audit import run_audit  # noqa: PLC0415
     from gates.engine.inputs import load_inputs  # noqa: PLC0415
-    from gates.workspace import open_workspace  # noqa: PLC0415
+    from gates.workspace.repository import open_workspace  # noqa: PLC0415
 
     result = run_audit(load_inputs(open_workspace(ws.root)))
     found = [c.figures for c in result.contracts if isinstance(c.figures, ResultsFigures)]

@@ -10,8 +10,8 @@ import git
 import pytest
 
 import audit_source_freeze
-from gates.config import parse_config
 from gates.freeze.check import evaluate_freeze
+from gates.workspace.config import parse_config
 from tests.helpers import REPO_ROOT, Workspace, commit_all, make_repo, run_script, write
 
 

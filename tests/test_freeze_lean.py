@@ -8,8 +8,8 @@ import os
 
 import pytest
 
+from gates.core.hashing import cache_file
 from gates.freeze.settings import SETTINGS_KIND
-from gates.hashing import cache_file
 from tests.helpers import REPO_ROOT, Workspace, run_script
 
 PROBE = (

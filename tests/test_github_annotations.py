@@ -9,11 +9,11 @@ from pathlib import Path
 
 import pytest
 
-from gates.criteria import Criterion
+from gates.core.criteria import Criterion
 from gates.engine.audit import run_audit
 from gates.engine.inputs import load_inputs
 from gates.reporters.github_report import files_named
-from gates.workspace import open_workspace
+from gates.workspace.repository import open_workspace
 from tests.helpers import RUN_ENV, Workspace, write
 
 

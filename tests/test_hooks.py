@@ -154,7 +154,7 @@ def test_the_installed_hook_never_imports_a_gates_package_committed_in_the_repos
     only_freeze_contract(ws.root)
     write(ws.root, "gates/__init__.py", "")
     write(ws.root, "gates/__main__.py", PLANTED)
-    write(ws.root, "gates/cli.py", PLANTED)
+    write(ws.root, "gates/cli/app.py", PLANTED)
     pin = commit_all(ws.repo, "a gates package in the port repository")
     assert ws.gates(capsys, "freeze", "pin", pin).code == 0
     commit_all(ws.repo, "pin")
@@ -187,7 +187,7 @@ def test_hook_install_refuses_an_interpreter_that_cannot_import_gates_isolated(
         [sys.executable, "-m", "venv", "--without-pip", str(tmp_path / "venv")], check=True
     )
     env = {**os.environ, "PYTHONPATH": str(REPO_ROOT)}
-    for name in ("cryptography", "click", "pydantic"):  # make `import gates.cli` possible
+    for name in ("cryptography", "click", "pydantic"):  # make `import gates.cli.app` possible
         env["PYTHONPATH"] += os.pathsep + str(Path(__import__(name).__file__).parent.parent)
     done = run([str(python), "-m", "gates", "-C", str(ws.root), "hook", "install"], ws.root, env)
     assert done.returncode == 2, done.stdout + done.stderr

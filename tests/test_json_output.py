@@ -16,7 +16,7 @@ import numpy as np
 import pytest
 
 import audit_source_freeze
-from gates.cli import cli
+from gates.cli.app import cli
 from tests.glm_fixture import write_checkpoint
 from tests.helpers import (
     REPO_ROOT,

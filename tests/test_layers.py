@@ -61,8 +61,9 @@ def find_cycle(graph: dict[str, set[str]]) -> list[str] | None:
 #: The stages of the pipeline, top first: a module may import its own stage and the stages
 #: of later rows, never an earlier row. A stage is a folder of gates/ or a module at its top.
 LAYERS: tuple[tuple[str, ...], ...] = (
-    # the entry points: the warm audit (fastpath, standard library only) before the CLI
-    ("__main__", "entry", "cli", "cli_options", "commands"),
+    # everything that imports click, and `python -m gates`
+    ("__main__", "cli"),
+    ("commands",),
     # the trainer API, and the documented import paths that re-export it
     ("training", "recorder", "env"),
     ("checkers",),
@@ -79,36 +80,21 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("sandbox",),
     ("receipts",),
     ("trust",),
-    ("workspace",),
     ("freeze",),
+    # the repository with its gates.toml, and the external roots it names
+    ("workspace",),
     ("losses", "naming", "safetensors"),
-    # the bottom: plain values, files, git
-    (
-        "config",
-        "detection",
-        "external",
-        "criteria",
-        "run_env",
-        "echo",
-        "progress",
-        "resources",
-        "git",
-        "hashing",
-        "atomic",
-        "canonical",
-        "rows",
-        "errors",
-        "paths",
-        "exitcodes",
-        "validation",
-        "fastpath",
-        "gates",
-    ),
+    # the shared kernel: plain values, files, git
+    ("core", "gates"),
 )
+
+#: What may sit at gates/ top level: the package, `python -m gates`, and the documented
+#: compatibility modules users import in their training scripts.
+TOP_LEVEL = {"__init__.py", "__main__.py", "recorder.py", "env.py"}
 
 
 def stage_of(module: str) -> str:
-    """`gates.engine.audit` -> `engine`, `gates.git` -> `git`, `gates` -> `gates`."""
+    """`gates.engine.audit` -> `engine`, `gates.core.git` -> `git`, `gates` -> `gates`."""
     parts = module.split(".")
     return parts[1] if len(parts) > 1 else parts[0]
 
@@ -146,14 +132,36 @@ def test_the_stages_have_no_cycle() -> None:
     assert cycle is None, " -> ".join(cycle or [])
 
 
+def test_only_the_package_the_entry_and_the_compatibility_modules_sit_at_the_top() -> None:
+    assert {path.name for path in PACKAGE.glob("*.py")} == TOP_LEVEL
+    assert not [path.name for path in PACKAGE.rglob("*") if path.suffix in {".c", ".so", ".pyi"}]
+
+
+def test_only_the_cli_imports_click() -> None:
+    graph_roots = {module_name(path): path for path in PACKAGE.rglob("*.py")}
+    offenders = []
+    for name, path in sorted(graph_roots.items()):
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            imported = (
+                [alias.name for alias in node.names]
+                if isinstance(node, ast.Import)
+                else [node.module or ""]
+                if isinstance(node, ast.ImportFrom)
+                else []
+            )
+            if any(m == "click" or m.startswith("click.") for m in imported):
+                offenders.append(name)
+    assert {o for o in offenders if not o.startswith("gates.cli")} == set()
+
+
 def test_an_import_that_runs_back_up_is_named() -> None:
     graph = {
-        "gates.naming.rulefile": {"gates.policy.in_force", "gates.errors"},
+        "gates.naming.rulefile": {"gates.policy.in_force", "gates.core.errors"},
         "gates.policy.in_force": {"gates.naming.rulefile"},
-        "gates.errors": set(),
+        "gates.core.errors": set(),
         "gates.newstage.x": set(),
     }
-    layers = (("policy",), ("naming",), ("errors",))
+    layers = (("policy",), ("naming",), ("core",))
     assert upward_imports(graph, layers) == [
         "newstage: no row in LAYERS",
         "gates.naming.rulefile imports gates.policy.in_force: policy is above naming",

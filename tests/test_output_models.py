@@ -10,14 +10,14 @@ from typing import Any
 
 import pytest
 
-from gates.errors import GatesError
+from gates.core.errors import GatesError
+from gates.core.resources import schemas_dir, validator
 from gates.outputs.checkpoint_check import CheckpointCheck
 from gates.outputs.loss_check import DeterminismCheck, PairCheck
 from gates.outputs.models import MODELS, check_output, parse_output
 from gates.outputs.read import Opaque, read_output
 from gates.receipts.model import ArtifactKind, Receipt
 from gates.receipts.verify import Judgement, Status
-from gates.resources import schemas_dir, validator
 from tests.test_schema_agreement import VALID as VALID_RECEIPT
 from tests.test_schema_agreement import Mutation, _delete, _set
 

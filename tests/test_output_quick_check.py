@@ -16,12 +16,12 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from pydantic import TypeAdapter, ValidationError
 
-from gates.canonical import plain_json, pretty_json_bytes
-from gates.errors import GatesError
+from gates.core.canonical import plain_json, pretty_json_bytes
+from gates.core.errors import GatesError
+from gates.core.validation import first_error
 from gates.outputs.models import MODELS, check_output
 from gates.outputs.structure_parity import CLASSES, DIFFERENCE_KEYS, Difference, differences_fit
 from gates.receipts.model import ArtifactKind
-from gates.validation import first_error
 
 KIND = ArtifactKind.STRUCTURE_PARITY
 WHERE = "outputs/surveys/structure-parity.json"

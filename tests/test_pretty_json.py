@@ -13,7 +13,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from gates.canonical import _orjson_indented, indented_json, pretty_json, pretty_json_bytes
+from gates.core.canonical import _orjson_indented, indented_json, pretty_json, pretty_json_bytes
 
 ATOMS: list[Any] = [
     0,

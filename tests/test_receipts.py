@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from gates.canonical import content_id, pretty_json
-from gates.hashing import StatCache, cache_file
+from gates.core.canonical import content_id, pretty_json
+from gates.core.hashing import StatCache, cache_file
 from gates.receipts.verify import JudgingContext, judge
 from tests.helpers import Workspace, commit_all, write
 

@@ -24,7 +24,7 @@ from gates.replay.state import load_state, save_state
 from gates.replay.windows import sample_windows
 from gates.sandbox.materialize import materialize
 from gates.training.recorder import GatesCallback, RunRecorder
-from gates.workspace import open_workspace
+from gates.workspace.repository import open_workspace
 from tests.helpers import (
     CPU_PROFILE,
     REPO_ROOT,

@@ -14,8 +14,8 @@ from pathlib import Path
 
 import pytest
 
+from gates.core.hashing import cache_file
 from gates.freeze.worktree import BLOB_TABLE
-from gates.hashing import cache_file
 from gates.receipts.index import INDEX_KIND
 from tests.helpers import (
     CPU_PROFILE,

@@ -10,8 +10,8 @@ from typing import Any
 import pytest
 from pydantic import BaseModel, ValidationError
 
+from gates.core.resources import schema, validator
 from gates.receipts.model import Provenance, Receipt, Subject
-from gates.resources import schema, validator
 
 VALID: dict[str, Any] = {
     "receiptVersion": "gates.receipt/v1",

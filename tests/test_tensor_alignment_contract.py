@@ -137,7 +137,7 @@ def test_bad_params_are_an_error_naming_the_key(
 
 
 def test_default_set_holds_the_contract(tmp_path: Path) -> None:
-    from gates.resources import contracts_dir  # noqa: PLC0415
+    from gates.core.resources import contracts_dir  # noqa: PLC0415
 
     text = (contracts_dir() / "tensor-alignment.toml").read_text()
     assert f'id = "{CONTRACT}"' in text and "blocking = true" in text

@@ -12,7 +12,7 @@ import pytest
 
 from gates.commands.demo import PROFILE
 from gates.commands.demo.tensors_act import probe_step, tensor_step
-from gates.workspace import open_workspace
+from gates.workspace.repository import open_workspace
 from tests.helpers import REPO_ROOT, commit_all, make_repo, run_gates, write
 
 EXAMPLE = REPO_ROOT / "examples" / "glm52-minimal"

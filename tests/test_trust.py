@@ -17,7 +17,7 @@ from securesystemslib.signer import SSlibKey
 
 from gates.receipts.create import ReceiptRequest, create_receipt
 from gates.receipts.model import ArtifactKind, Framework
-from gates.workspace import open_workspace
+from gates.workspace.repository import open_workspace
 from tests.helpers import (
     CPU_PROFILE,
     TrustSetup,

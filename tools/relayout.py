@@ -1,4 +1,4 @@
-"""Issue 17's layout: where each moved module went, and the rewrite of its imports.
+"""Issue 34's layout: where each moved module went, and the rewrite of its imports.
 
 `python tools/relayout.py move` runs the `git mv`s (once); `python tools/relayout.py
 rewrite [PATH ...]` rewrites every dotted name of a moved module to its new name in the
@@ -18,85 +18,37 @@ ROOT = Path(__file__).resolve().parent.parent
 
 # old module -> new module. A documented import path keeps a thin re-export (KEPT).
 MOVES: dict[str, str] = {
-    # the engine: contracts evaluated, alignment, waivers, verdict
-    "gates.engine": "gates.engine.audit",
-    "gates.alignment": "gates.receipts.alignment",
-    "gates.counting": "gates.engine.counting",
-    "gates.audit_summary": "gates.engine.summary",
-    # reporters, with the claims and the history of audits
-    "gates.claims": "gates.reporters.claims",
-    "gates.history": "gates.reporters.history",
-    "gates.formats": "gates.reporters.formats",
-    # the policy in force
-    "gates.policy": "gates.policy.in_force",
-    "gates.sides": "gates.policy.sides",
-    "gates.waivers": "gates.policy.waivers",
-    # receipts: discover, judge, bind, derive, index
-    "gates.audit_index": "gates.receipts.index",
-    "gates.binding": "gates.receipts.binding",
-    "gates.derive": "gates.receipts.derive",
-    "gates.evidence": "gates.receipts.evidence",
-    "gates.provenance": "gates.receipts.provenance",
-    "gates.artifacts": "gates.receipts.artifacts",
-    "gates.crosscheck": "gates.receipts.crosscheck",
-    "gates.commands.outputs": "gates.checkers.outputs",
-    # the freeze
-    "gates.freeze": "gates.freeze.check",
-    "gates.freeze_settings": "gates.freeze.settings",
-    "gates.freeze_ref": "gates.freeze.ref",
-    "gates.worktree": "gates.freeze.worktree",
-    "gates.precommit": "gates.freeze.precommit",
-    # kinds of evidence
-    "gates.losses": "gates.losses.series",
-    "gates.checks.loss": "gates.losses.compare",
-    "gates.commands.checkpoint_output": "gates.checkers.checkpoint_output",
-    # the naming rules and the safetensors reader
-    "gates.checkpoints.rules": "gates.naming.rules",
-    "gates.checkpoints.rule_kinds": "gates.naming.rule_kinds",
-    "gates.checkpoints.rulefile": "gates.naming.rulefile",
-    "gates.checkpoints.aoa": "gates.naming.aoa",
-    "gates.checkpoints.families": "gates.naming.families",
-    "gates.checkpoints.config_placeholders": "gates.naming.config_placeholders",
-    "gates.checkpoints.header": "gates.safetensors.header",
-    # training: recorders, env capture, the trainer API
-    "gates.recorder": "gates.training.recorder",
-    "gates.env": "gates.training.env",
-    "gates.runlog": "gates.training.runlog",
-    "gates.commands.checkpoint_ranks": "gates.training.checkpoint_ranks",
-    "gates.preflight": "gates.engine.preflight",
-    # the CLI's shared options and the demo's acts
-    "gates.commands.checker_options": "gates.cli_options",
-    "gates.commands.demo": "gates.commands.demo",
-    "gates.commands.demo_config": "gates.commands.demo.config_act",
-    "gates.commands.demo_resume": "gates.commands.demo.resume_act",
-    "gates.commands.demo_tensors": "gates.commands.demo.tensors_act",
-    # the VSA and its verification read the audit's summary: reporters
-    "gates.trust.vsa": "gates.reporters.vsa",
-    "gates.trust.verify_export": "gates.reporters.verify_export",
-    # the contract files are part of the policy
-    "gates.contracts.loader": "gates.policy.contract_files",
-    # intermediate places of this branch's first commit
-    "gates.policy.config": "gates.config",
-    "gates.training.tensor_recorder": "gates.tensors.recorder",
-    "gates.engine.alignment": "gates.receipts.alignment",
-    "gates.receipts.outputs": "gates.checkers.outputs",
-    "gates.checkpoints.output": "gates.checkers.checkpoint_output",
-    "gates.training.preflight": "gates.engine.preflight",
+    # the shared kernel: atomic writes, errors, exit codes, paths, validation, hashing, git,
+    # echo, progress, resources, content ids
+    "gates.atomic": "gates.core.atomic",
+    "gates.canonical": "gates.core.canonical",
+    "gates.criteria": "gates.core.criteria",
+    "gates.detection": "gates.core.detection",
+    "gates.echo": "gates.core.echo",
+    "gates.errors": "gates.core.errors",
+    "gates.exitcodes": "gates.core.exitcodes",
+    "gates.git": "gates.core.git",
+    "gates.hashing": "gates.core.hashing",
+    "gates.paths": "gates.core.paths",
+    "gates.progress": "gates.core.progress",
+    "gates.resources": "gates.core.resources",
+    "gates.rows": "gates.core.rows",
+    "gates.validation": "gates.core.validation",
+    "gates.run_env": "gates.core.run_protocol",
+    # the workspace stage: the repository, gates.toml, external roots
+    "gates.workspace": "gates.workspace.repository",
+    "gates.config": "gates.workspace.config",
+    "gates.external": "gates.workspace.external",
+    # everything that imports click
+    "gates.cli": "gates.cli.app",
+    "gates.cli_options": "gates.cli.options",
+    "gates.commands.cli_report": "gates.cli.report",
 }
 
 # Documented import paths of users' training scripts: a re-export stays at each.
 KEPT = ("gates.recorder", "gates.env")
 
-NEW_PACKAGES = (
-    "engine",
-    "policy",
-    "freeze",
-    "losses",
-    "naming",
-    "safetensors",
-    "training",
-    "checkers",
-)
+NEW_PACKAGES = ("core", "workspace", "cli")
 
 
 def path_of(module: str, package: bool = False) -> Path:
@@ -122,7 +74,6 @@ def move() -> None:
         staged[old] = aside
     for name in NEW_PACKAGES:
         (ROOT / "gates" / name).mkdir(exist_ok=True)
-    (ROOT / "gates" / "commands" / "demo").mkdir(exist_ok=True)
     for old, aside in staged.items():
         new = MOVES[old]
         target = path_of(new, package=new == old)
@@ -154,36 +105,7 @@ def from_import_pattern(old: str) -> re.Pattern[str]:
 
 # Names that moved out of a module that stays: (module, name) -> the module they live in now.
 SYMBOL_MOVES: dict[tuple[str, str], str] = {
-    ("gates.commands", "Echo"): "gates.echo",
-    ("gates.commands", "note"): "gates.echo",
-    ("gates.contracts.model", "Criterion"): "gates.criteria",
-    ("gates.contracts.model", "DischargeStatus"): "gates.criteria",
-    ("gates.contracts.model", "discharge_status"): "gates.criteria",
-    ("gates.contracts.model", "ContractSpec"): "gates.policy.contract_files",
-    ("gates.contracts.model", "ContractId"): "gates.policy.contract_files",
-    ("gates.naming.rulefile", "load_ruleset"): "gates.policy.rulesets",
-    ("gates.naming.rulefile", "workspace_ruleset"): "gates.policy.rulesets",
-    ("gates.recorder", "RUN_DIR"): "gates.run_env",
-    ("gates.recorder", "RUN_ID"): "gates.run_env",
-    ("gates.recorder", "GIT_HEAD"): "gates.run_env",
-    ("gates.recorder", "FRAMEWORK"): "gates.run_env",
-    ("gates.recorder", "MODEL_CONFIG"): "gates.run_env",
-    ("gates.recorder", "rank_folder"): "gates.run_env",
-    ("gates.training.recorder", "RUN_DIR"): "gates.run_env",
-    ("gates.training.recorder", "RUN_ID"): "gates.run_env",
-    ("gates.training.recorder", "GIT_HEAD"): "gates.run_env",
-    ("gates.training.recorder", "FRAMEWORK"): "gates.run_env",
-    ("gates.training.recorder", "MODEL_CONFIG"): "gates.run_env",
-    ("gates.training.env", "RANK_VARIABLES"): "gates.run_env",
-    ("gates.training.recorder", "rank_folder"): "gates.run_env",
-    ("gates.replay.commitments", "SAVE_EVERY"): "gates.run_env",
-    # issue 17 item 2: the receipts are judged in the receipts stage
-    ("gates.engine.audit", "discover_receipts"): "gates.receipts.judge_all",
-    ("gates.engine.audit", "judge_receipts"): "gates.receipts.judge_all",
-    ("gates.engine.audit", "index_fingerprint"): "gates.receipts.judge_all",
-    ("gates.engine.audit", "code_in_force"): "gates.receipts.judge_all",
-    ("gates.engine.audit", "settle"): "gates.receipts.judge_all",
-    ("gates.engine.audit", "missing_input_reason"): "gates.receipts.judge_all",
+    ("gates.freeze.settings", "find_root"): "gates.workspace.repository",
 }
 
 

@@ -27,12 +27,12 @@ sys.path.insert(0, str(HERE.parent.parent))
 
 from gates.commands.demo import PROFILE, TORCH_ENTRYPOINT, lay_out  # noqa: E402
 from gates.commands.freeze import pin  # noqa: E402
-from gates.hashing import StatCache  # noqa: E402
+from gates.core.hashing import StatCache  # noqa: E402
 from gates.receipts.create import ReceiptRequest, create_receipt  # noqa: E402
 from gates.receipts.model import ArtifactKind, Framework  # noqa: E402
 from gates.tensors.layout import TENSORS_FOLDER, dump_files  # noqa: E402
 from gates.trust.keys import load_key  # noqa: E402
-from gates.workspace import open_workspace  # noqa: E402
+from gates.workspace.repository import open_workspace  # noqa: E402
 
 OUTPUTS = {
     "manifest.json": ArtifactKind.MANIFEST,

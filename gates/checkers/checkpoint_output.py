@@ -8,14 +8,14 @@ import json
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from gates import exitcodes
 from gates.checkers.outputs import current_mode, render_figures, write_checker_output
 from gates.checkpoints.check import CheckpointReport
 from gates.checkpoints.layout import INDEX_NAME
-from gates.echo import Echo
+from gates.core import exitcodes
+from gates.core.echo import Echo
 from gates.engine.inputs import AuditInputs
-from gates.external import Location
 from gates.receipts.model import ArtifactKind, Receipt
+from gates.workspace.external import Location
 
 CHECK_FORMAT = "gates.checkpoint_check/v1"
 

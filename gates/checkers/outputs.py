@@ -16,14 +16,14 @@ from contextlib import contextmanager
 from contextvars import ContextVar
 from dataclasses import dataclass
 
-from gates.atomic import write_bytes_atomic
-from gates.canonical import pretty_json_bytes
-from gates.echo import note
+from gates.core.atomic import write_bytes_atomic
+from gates.core.canonical import pretty_json_bytes
+from gates.core.echo import note
+from gates.core.errors import GatesError, ReceiptError
+from gates.core.paths import resolve_inside
 from gates.engine.inputs import AuditInputs
-from gates.errors import GatesError, ReceiptError
 from gates.freeze.check import FreezeReport, evaluate_freeze
 from gates.outputs.models import check_output
-from gates.paths import resolve_inside
 from gates.receipts.create import ReceiptRequest, build_document, create_receipt
 from gates.receipts.model import RECEIPT_SUFFIX, ArtifactKind, EvidenceClass, Receipt
 from gates.receipts.verify import (
@@ -34,7 +34,7 @@ from gates.receipts.verify import (
     read_receipt,
 )
 from gates.trust.keys import key_from_environment
-from gates.workspace import Workspace
+from gates.workspace.repository import Workspace
 
 
 @dataclass(frozen=True)

@@ -15,7 +15,7 @@ from gates.checkpoints.hygiene import Finding, hygiene
 from gates.checkpoints.incomplete import changed_while_checked, incomplete_findings, stat_keys
 from gates.checkpoints.layout import Checkpoint, load_checkpoint_and_index
 from gates.checkpoints.survey import Survey, survey
-from gates.hashing import StatCache
+from gates.core.hashing import StatCache
 from gates.naming.rules import RuleSet
 
 if TYPE_CHECKING:

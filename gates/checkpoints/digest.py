@@ -31,9 +31,9 @@ from collections.abc import Callable, Iterable
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
-from gates import progress
 from gates.checkpoints.layout import Checkpoint
-from gates.hashing import StatCache
+from gates.core import progress
+from gates.core.hashing import StatCache
 from gates.safetensors.header import TensorEntry
 
 READ_CHUNK = 16 * 1024 * 1024

@@ -14,8 +14,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from gates.checkpoints.layout import INDEX_NAME, SHARD_SUFFIX, IndexRead, read_index_file
-from gates.errors import UnsafePathError
-from gates.paths import check_relpath
+from gates.core.errors import UnsafePathError
+from gates.core.paths import check_relpath
 
 
 @dataclass(frozen=True)

@@ -24,10 +24,10 @@ from itertools import chain, compress, repeat
 from pathlib import Path
 from typing import Any, NamedTuple
 
-from gates.canonical import plain_json
-from gates.errors import UnsafePathError
-from gates.paths import check_relpath, resolve_inside
-from gates.rows import as_rows
+from gates.core.canonical import plain_json
+from gates.core.errors import UnsafePathError
+from gates.core.paths import check_relpath, resolve_inside
+from gates.core.rows import as_rows
 from gates.safetensors.header import Header, HeaderError, TensorEntry, read_header, read_headers
 
 INDEX_NAME = "model.safetensors.index.json"
@@ -159,7 +159,7 @@ def json_loads_exactly(raw: bytes) -> Any:
     goes to ``json.loads``. What orjson takes it reads as ``json.loads`` reads the same text
     (bytes without a BOM or a NUL, which ``json.loads`` decodes as UTF-8; a repeated key
     keeps its last value in its first place in both), but for the numbers and the depth:
-    its answer is kept only where `gates.canonical.plain_json` holds it plain."""
+    its answer is kept only where `gates.core.canonical.plain_json` holds it plain."""
     import orjson  # noqa: PLC0415  (only a sharded checkpoint's index needs it)
 
     try:

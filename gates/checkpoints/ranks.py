@@ -23,7 +23,7 @@ from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
 from typing import Any, Protocol
 
-from gates.errors import GatesError
+from gates.core.errors import GatesError
 
 DEFAULT_TIMEOUT_S = 7200.0
 POLL_S = 0.2

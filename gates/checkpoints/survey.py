@@ -21,12 +21,12 @@ from operator import eq, itemgetter, not_
 from typing import NamedTuple, Protocol
 
 from gates.checkpoints.layout import Checkpoint, kinds
+from gates.core.rows import as_rows
 from gates.naming.by_family import expect_by_family
 from gates.naming.config_placeholders import resolve
 from gates.naming.families import families, template_family
 from gates.naming.grouped import Group, expect_grouped
 from gates.naming.rules import Node, RuleSet
-from gates.rows import as_rows
 
 CLASSES = ("naming", "layout", "dtype", "structural")
 _KLASS = itemgetter(0)  # Difference.klass

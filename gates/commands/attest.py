@@ -8,10 +8,10 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from gates import exitcodes
-from gates.atomic import write_text_atomic
-from gates.canonical import content_id, pretty_json
-from gates.echo import Output
+from gates.core import exitcodes
+from gates.core.atomic import write_text_atomic
+from gates.core.canonical import content_id, pretty_json
+from gates.core.echo import Output
 from gates.engine.audit import run_audit
 from gates.engine.inputs import AuditInputs
 from gates.engine.summary import summarize

@@ -6,11 +6,11 @@ import json
 import os
 from pathlib import Path
 
-from gates import exitcodes
-from gates.echo import Output, note
+from gates.core import exitcodes
+from gates.core.echo import Output, note
+from gates.core.errors import GatesError
 from gates.engine.audit import AuditResult, run_audit
 from gates.engine.inputs import AuditInputs
-from gates.errors import GatesError
 from gates.outputs.read import read_outputs
 from gates.reporters import REPORTERS, Reporter, github_report, status_md
 

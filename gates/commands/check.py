@@ -6,24 +6,24 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from gates import exitcodes, progress
 from gates.checkers.outputs import (
     current_mode,
     receipt_binding,
     render_figures,
     write_checker_output,
 )
-from gates.echo import Output
+from gates.core import exitcodes, progress
+from gates.core.echo import Output
+from gates.core.errors import GatesError
+from gates.core.paths import resolve_inside, to_workspace_relpath
 from gates.engine.audit import judge_workspace
 from gates.engine.inputs import AuditInputs
-from gates.errors import GatesError
 from gates.losses.compare import compare_losses, compare_repeats
 from gates.losses.series import LossSeries, read_losses
-from gates.paths import resolve_inside, to_workspace_relpath
 from gates.receipts.judge_all import Wanted
 from gates.receipts.model import ArtifactKind, Receipt
 from gates.receipts.verify import Judgement
-from gates.workspace import Workspace
+from gates.workspace.repository import Workspace
 
 LOSS_CHECK_FORMAT = "gates.loss_check/v1"
 RUN_LOSS_FILES = ("loss.json", "raw_loss.jsonl")

@@ -8,8 +8,6 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
-from gates import exitcodes
-from gates.canonical import strict_loads
 from gates.checkers.checkpoint_output import (
     RENDERERS,
     CheckpointChecked,
@@ -22,20 +20,22 @@ from gates.checkers.outputs import write_checker_output
 from gates.checkpoints.check import ShardRange, check_checkpoint, compare_pair
 from gates.checkpoints.digest import checkpoint_digest, default_threads
 from gates.checkpoints.ranks import DEFAULT_TIMEOUT_S, launcher_world
-from gates.echo import Echo, Output
+from gates.core import exitcodes
+from gates.core.canonical import strict_loads
+from gates.core.echo import Echo, Output
+from gates.core.errors import GatesError, UnsafePathError
+from gates.core.hashing import StatCache
+from gates.core.paths import to_workspace_relpath
+from gates.core.resources import validator
 from gates.engine.audit import judge_workspace
 from gates.engine.inputs import AuditInputs, load_inputs
-from gates.errors import GatesError, UnsafePathError
-from gates.external import Location, locate
-from gates.hashing import StatCache
 from gates.naming.rules import RuleSet
-from gates.paths import to_workspace_relpath
 from gates.policy.rulesets import load_ruleset
 from gates.receipts.judge_all import Wanted
 from gates.receipts.model import ArtifactKind
 from gates.receipts.verify import Judgement, Status
-from gates.resources import validator
-from gates.workspace import Workspace, open_workspace, roots_of
+from gates.workspace.external import Location, locate
+from gates.workspace.repository import Workspace, open_workspace, roots_of
 
 
 def resolve_rules(audit: AuditInputs, rules: str | None, cwd: Path) -> tuple[RuleSet, str | None]:

@@ -7,11 +7,11 @@ from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from gates import exitcodes
-from gates.echo import Output
+from gates.core import exitcodes
+from gates.core.echo import Output
+from gates.core.errors import GatesError
 from gates.engine.audit import AuditResult, run_audit
 from gates.engine.inputs import AuditInputs
-from gates.errors import GatesError
 from gates.losses.series import LossFileError, read_losses
 from gates.receipts.model import ArtifactKind
 from gates.receipts.verify import Status

@@ -17,7 +17,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from gates import exitcodes
 from gates.checkers.outputs import (
     current_mode,
     receipt_binding,
@@ -29,16 +28,17 @@ from gates.configsem.envfiles import read_env_files
 from gates.configsem.official import read_official
 from gates.configsem.probe import Tree
 from gates.configsem.table import Table, parse_table
-from gates.echo import Output
+from gates.core import exitcodes
+from gates.core.echo import Output
+from gates.core.errors import ConfigError, GatesError
+from gates.core.paths import resolve_inside, to_workspace_relpath
+from gates.core.resources import contracts_dir
 from gates.engine.audit import judge_workspace
 from gates.engine.inputs import AuditInputs
-from gates.errors import ConfigError, GatesError
-from gates.paths import resolve_inside, to_workspace_relpath
 from gates.policy.contract_files import load_contract, load_contracts
 from gates.receipts.judge_all import Wanted
 from gates.receipts.model import ArtifactKind, Receipt
-from gates.resources import contracts_dir
-from gates.workspace import Workspace
+from gates.workspace.repository import Workspace
 
 CONFIG_CHECK_FORMAT = "gates.config_check/v1"
 CLASS_PATH = re.compile(r"[A-Za-z_]\w*(\.[A-Za-z_]\w*)*:[A-Za-z_]\w*")

@@ -18,11 +18,11 @@ from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from gates import exitcodes
 from gates.checkers.outputs import receipt_binding
 from gates.contracts import results_schema_and_provenance as results_contract
 from gates.contracts.model import EvaluationError
-from gates.echo import Output
+from gates.core import exitcodes
+from gates.core.echo import Output
 from gates.engine.audit import WorkspaceState, contract_evidence, judge_workspace, results_spec
 from gates.engine.inputs import AuditInputs
 from gates.policy.contract_files import ContractSpec

@@ -8,13 +8,13 @@ import shlex
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-from gates import exitcodes
 from gates.contracts.model import ContractResult
-from gates.criteria import DischargeStatus
-from gates.echo import Output
+from gates.core import exitcodes
+from gates.core.criteria import DischargeStatus
+from gates.core.echo import Output
+from gates.core.errors import GatesError
 from gates.engine.audit import broken_file_result, explain_contract, run_audit
 from gates.engine.inputs import AuditInputs
-from gates.errors import GatesError
 from gates.reporters.json_report import contract_entry
 
 

@@ -8,14 +8,14 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from gates import exitcodes, git
-from gates.atomic import write_text_atomic
-from gates.echo import Echo, Output
-from gates.errors import ConfigError
+from gates.core import exitcodes, git
+from gates.core.atomic import write_text_atomic
+from gates.core.echo import Echo, Output
+from gates.core.errors import ConfigError
 from gates.freeze.check import FreezeConfig, FreezeReport, evaluate_freeze
 
 if TYPE_CHECKING:  # the freeze script runs without loading the config models
-    from gates.workspace import Workspace
+    from gates.workspace.repository import Workspace
 
 _TABLE_HEADER = re.compile(r"^\s*\[\s*([^\[\]]+?)\s*\]\s*(#.*)?$")
 _PIN_LINE = re.compile(r"""^(\s*pin\s*=\s*)("[^"\\\r\n]*"|'[^'\r\n]*')(.*)$""", re.DOTALL)
@@ -89,7 +89,7 @@ def set_pin_text(text: str, sha: str) -> str:
 
 
 def pin(workspace: Workspace, rev: str, *, echo: Echo) -> int:
-    from gates.config import parse_config  # noqa: PLC0415  (the freeze script never pins)
+    from gates.workspace.config import parse_config  # noqa: PLC0415  (the freeze script never pins)
 
     sha = resolve_commit(workspace.root, rev)
     path = workspace.config_path

@@ -11,10 +11,11 @@ import sys
 import tomllib
 from pathlib import Path
 
-from gates import exitcodes, fastpath
 from gates.commands.freeze import show_settings
-from gates.errors import GatesError
-from gates.freeze.settings import CONFIG_NAME, find_root, load_freeze_settings
+from gates.core import exitcodes
+from gates.core.errors import GatesError
+from gates.freeze.settings import load_freeze_settings
+from gates.workspace.root import CONFIG_NAME, find_root
 
 #: What pre-commit sets at pre-push: the local commit being pushed, or (a first push, whose
 #: history the remote lacks from its root) the local branch being pushed (docs/hooks.md).
@@ -48,11 +49,7 @@ def main(argv: list[str] | None = None) -> int:
             return _show_ref(root, ref, as_json=args.json)
         if _names_a_policy_ref(root, args.policy_ref):
             return _show_protected(root, args.policy_ref, as_json=args.json)
-        settings = load_freeze_settings(root)
-        # the check reads nothing under the governance paths: the warm answer need not key
-        # on them (gates/fastpath.py)
-        fastpath.unread_folders(str(root), settings.governance_paths())
-        return show_settings(root, settings, as_json=args.json, echo=print)
+        return show_settings(root, load_freeze_settings(root), as_json=args.json, echo=print)
     except GatesError as error:
         print(f"audit_source_freeze: error: {error.one_line()}", file=sys.stderr)
         return exitcodes.ERROR
@@ -74,9 +71,9 @@ def _names_a_policy_ref(root: Path, option: str | None) -> bool:
 def _show_protected(root: Path, option: str | None, *, as_json: bool) -> int:
     """Judge by the protected ref's [freeze] settings (with the worktree's pin)."""
     from gates.commands.freeze import show  # noqa: PLC0415  (pydantic: only under a policy ref)
-    from gates.echo import Output  # noqa: PLC0415
+    from gates.core.echo import Output  # noqa: PLC0415
     from gates.policy.in_force import governed, load_policy  # noqa: PLC0415
-    from gates.workspace import open_workspace  # noqa: PLC0415
+    from gates.workspace.repository import open_workspace  # noqa: PLC0415
 
     workspace = open_workspace(root)
     policy = load_policy(root, workspace.config, ref_option=option, with_anchors=False)

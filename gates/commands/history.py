@@ -14,10 +14,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from gates import exitcodes
-from gates.echo import Output, note
-from gates.errors import GatesError
-from gates.git import run_git
+from gates.core import exitcodes
+from gates.core.echo import Output, note
+from gates.core.errors import GatesError
+from gates.core.git import run_git
 from gates.reporters.history import Entry, NoteState, StepStory, history, record, step_story
 from gates.trust.anchors import Anchors
 from gates.trust.keys import (
@@ -27,7 +27,7 @@ from gates.trust.keys import (
     key_from_environment,
     load_key,
 )
-from gates.workspace import open_workspace
+from gates.workspace.repository import open_workspace
 
 if TYPE_CHECKING:
     from gates.engine.audit import AuditResult

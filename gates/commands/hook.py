@@ -12,10 +12,10 @@ from pathlib import Path
 from typing import Literal
 
 import gates
-from gates import exitcodes, git
-from gates.echo import Echo
-from gates.errors import GatesError
-from gates.workspace import Workspace
+from gates.core import exitcodes, git
+from gates.core.echo import Echo
+from gates.core.errors import GatesError
+from gates.workspace.repository import Workspace
 
 MARKER = "# gates-hook: installed by `gates hook install`; `gates hook uninstall` removes it."
 BACKUP_SUFFIX = ".pre-gates"

@@ -6,13 +6,14 @@ import shutil
 from dataclasses import dataclass
 from pathlib import Path
 
-from gates import exitcodes
-from gates.atomic import write_text_atomic
 from gates.commands.freeze import resolve_commit
-from gates.config import CONFIG_NAME, DEFAULT_EVIDENCE_LOCATIONS, parse_config
-from gates.echo import Echo
-from gates.errors import ConfigError
-from gates.resources import contracts_dir
+from gates.core import exitcodes
+from gates.core.atomic import write_text_atomic
+from gates.core.echo import Echo
+from gates.core.errors import ConfigError
+from gates.core.resources import contracts_dir
+from gates.workspace.config import DEFAULT_EVIDENCE_LOCATIONS, parse_config
+from gates.workspace.root import CONFIG_NAME
 
 TEMPLATE = """\
 # gates.toml: the workspace configuration of `gates` (docs/configuration.md).

@@ -9,19 +9,19 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-from gates import exitcodes
-from gates.canonical import indented_json
 from gates.checkers.outputs import write_checker_output
 from gates.checkpoints.check import check_checkpoint
 from gates.checkpoints.survey import Survey, as_json, survey
 from gates.commands.checkpoint import resolve_rules
-from gates.echo import Output
+from gates.core import exitcodes
+from gates.core.canonical import indented_json
+from gates.core.echo import Output
+from gates.core.hashing import StatCache
 from gates.engine.inputs import AuditInputs
-from gates.external import locate
-from gates.hashing import StatCache
 from gates.naming.families import by_family, ranked
 from gates.receipts.model import ArtifactKind, Receipt
-from gates.workspace import roots_of
+from gates.workspace.external import locate
+from gates.workspace.repository import roots_of
 
 PARITY_FORMAT = "gates.structure_parity/v1"
 

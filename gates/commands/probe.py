@@ -12,17 +12,17 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from gates import exitcodes
 from gates.checkers.outputs import write_checker_output
-from gates.echo import Output
+from gates.core import exitcodes
+from gates.core.echo import Output
+from gates.core.errors import GatesError
+from gates.core.paths import resolve_inside, to_workspace_relpath
 from gates.engine.inputs import AuditInputs
-from gates.errors import GatesError
-from gates.paths import resolve_inside, to_workspace_relpath
 from gates.receipts.model import ArtifactKind, Receipt
 from gates.sandbox import Request as SandboxRequest
 from gates.sandbox import prepared, support
 from gates.tensors.probe import PROBE_FORMAT, Finding
-from gates.workspace import Workspace
+from gates.workspace.repository import Workspace
 
 WORKER = Path(__file__).resolve().parent.parent / "tensors" / "probe_worker.py"
 

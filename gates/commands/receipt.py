@@ -7,20 +7,20 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from gates import exitcodes
-from gates.canonical import pretty_json
-from gates.echo import Echo, Output
+from gates.core import exitcodes
+from gates.core.canonical import pretty_json
+from gates.core.echo import Echo, Output
+from gates.core.errors import ReceiptError
+from gates.core.hashing import StatCache, cache_file
+from gates.core.paths import to_workspace_relpath
 from gates.engine.audit import code_judge, freeze_discharged, judge_workspace, judging_context
 from gates.engine.inputs import AuditInputs
-from gates.errors import ReceiptError
-from gates.hashing import StatCache, cache_file
-from gates.paths import to_workspace_relpath
 from gates.receipts.create import ReceiptRequest, create_receipt
 from gates.receipts.judge_all import code_in_force
 from gates.receipts.model import Receipt
 from gates.receipts.verify import Judgement, ReceiptRejectedError, Status, judge, read_receipt
 from gates.reporters.json_report import receipt_entry
-from gates.workspace import Workspace
+from gates.workspace.repository import Workspace
 
 
 def create(workspace: Workspace, request: ReceiptRequest, *, echo: Echo) -> int:

@@ -11,13 +11,13 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from gates.atomic import write_text_atomic
-from gates.echo import Output
+from gates.core.atomic import write_text_atomic
+from gates.core.echo import Output
+from gates.core.errors import GatesError
+from gates.core.paths import is_under, resolve_inside, to_workspace_relpath
 from gates.engine.audit import judge_workspace
 from gates.engine.inputs import AuditInputs
-from gates.errors import GatesError
 from gates.freeze.check import FreezeReport, evaluate_freeze
-from gates.paths import is_under, resolve_inside, to_workspace_relpath
 from gates.receipts.create import ReceiptRequest, create_receipt
 from gates.receipts.model import ArtifactKind, Framework, Receipt
 from gates.receipts.verify import Status
@@ -48,7 +48,7 @@ from gates.replay.windows import (
 )
 from gates.training.env import capture
 from gates.trust.keys import SigningKey, key_from_environment
-from gates.workspace import Workspace
+from gates.workspace.repository import Workspace
 
 
 @dataclass(frozen=True)

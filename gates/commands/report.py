@@ -9,16 +9,16 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from gates import exitcodes
-from gates.atomic import write_text_atomic
 from gates.contracts import tensor_alignment
 from gates.contracts.model import EvaluationError
-from gates.echo import Output
+from gates.core import exitcodes
+from gates.core.atomic import write_text_atomic
+from gates.core.echo import Output
+from gates.core.errors import GatesError
+from gates.core.paths import resolve_inside
 from gates.engine.audit import AuditResult, run_audit
 from gates.engine.inputs import AuditInputs
-from gates.errors import GatesError
 from gates.losses.series import LossFileError, read_losses
-from gates.paths import resolve_inside
 from gates.receipts.model import ArtifactKind
 from gates.receipts.verify import Judgement, Status
 from gates.reporters import html_report

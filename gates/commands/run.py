@@ -28,22 +28,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from types import FrameType
 
-from gates.atomic import write_text_atomic
-from gates.canonical import pretty_json
-from gates.echo import Echo, note
-from gates.engine import preflight
-from gates.engine.counting import what_counts
-from gates.engine.inputs import AuditInputs
-from gates.engine.preflight import full_profile
-from gates.errors import GatesError
-from gates.freeze.check import FreezeReport, evaluate_freeze
-from gates.hashing import StatCache, cache_file
-from gates.paths import is_under, resolve_inside, to_workspace_relpath
-from gates.receipts.create import ReceiptRequest, create_receipt
-from gates.receipts.model import ArtifactKind, EvidenceClass, Framework, Receipt
-from gates.replay.commitments import COMMITMENTS_FILE, STATES_FOLDER
-from gates.replay.settings import policy_save_every
-from gates.run_env import (
+from gates.core.atomic import write_text_atomic
+from gates.core.canonical import pretty_json
+from gates.core.echo import Echo, note
+from gates.core.errors import GatesError
+from gates.core.hashing import StatCache, cache_file
+from gates.core.paths import is_under, resolve_inside, to_workspace_relpath
+from gates.core.run_protocol import (
     FRAMEWORK,
     GIT_HEAD,
     MODEL_CONFIG,
@@ -52,6 +43,15 @@ from gates.run_env import (
     RUN_ID,
     SAVE_EVERY,
 )
+from gates.engine import preflight
+from gates.engine.counting import what_counts
+from gates.engine.inputs import AuditInputs
+from gates.engine.preflight import full_profile
+from gates.freeze.check import FreezeReport, evaluate_freeze
+from gates.receipts.create import ReceiptRequest, create_receipt
+from gates.receipts.model import ArtifactKind, EvidenceClass, Framework, Receipt
+from gates.replay.commitments import COMMITMENTS_FILE, STATES_FOLDER
+from gates.replay.settings import policy_save_every
 from gates.sandbox import Isolation, SandboxSupport, killed_by, prepared, support
 from gates.sandbox import Request as SandboxRequest
 from gates.tensors.layout import TENSORS_FOLDER, dump_files
@@ -59,7 +59,7 @@ from gates.training.env import capture
 from gates.training.recorder import aggregate_ranks
 from gates.training.runlog import StderrTee
 from gates.trust.keys import SigningKey, key_from_environment
-from gates.workspace import Workspace
+from gates.workspace.repository import Workspace
 
 MANIFEST_FORMAT = "gates.run-manifest/v1"
 RUN_FILES = {

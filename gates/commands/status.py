@@ -7,12 +7,12 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
-from gates import exitcodes
-from gates.atomic import write_bytes_atomic
-from gates.echo import Output
+from gates.core import exitcodes
+from gates.core.atomic import write_bytes_atomic
+from gates.core.echo import Output
+from gates.core.errors import GatesError
 from gates.engine.audit import AuditResult, run_audit
 from gates.engine.inputs import AuditInputs
-from gates.errors import GatesError
 from gates.outputs.read import OutputFigures, read_outputs
 from gates.reporters import status_md
 from gates.reporters.json_report import audit_object

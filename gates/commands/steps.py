@@ -7,8 +7,8 @@ import struct
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-from gates import exitcodes
-from gates.echo import Output
+from gates.core import exitcodes
+from gates.core.echo import Output
 from gates.engine.audit import run_audit
 from gates.engine.inputs import AuditInputs
 from gates.receipts.alignment import Alignment

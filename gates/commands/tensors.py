@@ -8,20 +8,20 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from gates import exitcodes
 from gates.checkers.outputs import receipt_binding, write_checker_output
-from gates.echo import Output
+from gates.core import exitcodes
+from gates.core.echo import Output
+from gates.core.paths import resolve_inside, to_workspace_relpath
 from gates.engine.audit import judge_workspace
 from gates.engine.inputs import AuditInputs
 from gates.naming.rules import RuleSet
-from gates.paths import resolve_inside, to_workspace_relpath
 from gates.policy.rulesets import load_ruleset
 from gates.receipts.judge_all import Wanted
 from gates.receipts.model import ArtifactKind, Receipt
 from gates.receipts.verify import Judgement
 from gates.tensors.compare import Comparison, Selection, compare_dumps
 from gates.tensors.layout import ORDER_FILE, TENSORS_FOLDER, open_dump, tensors_root
-from gates.workspace import Workspace
+from gates.workspace.repository import Workspace
 
 TENSOR_CHECK_FORMAT = "gates.tensor_check/v1"
 

@@ -25,7 +25,7 @@ from gates.configsem.official import OfficialConfig
 from gates.configsem.probe import ProbeResult, Tree, run_probe
 from gates.configsem.reads import Read, SourceIndex
 from gates.configsem.table import Table, covering_row, leaf_keys, lookup
-from gates.criteria import Criterion
+from gates.core.criteria import Criterion
 
 NOT_EVALUATED = "not evaluated: the candidate class did not load"
 SHOWN = 5

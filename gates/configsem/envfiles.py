@@ -5,9 +5,9 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from gates.canonical import strict_loads
-from gates.errors import GatesError
-from gates.paths import resolve_inside
+from gates.core.canonical import strict_loads
+from gates.core.errors import GatesError
+from gates.core.paths import resolve_inside
 
 
 def read_env_files(root: Path, paths: tuple[str, ...]) -> list[tuple[str, dict[str, Any] | str]]:

@@ -7,8 +7,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from gates.canonical import strict_loads
-from gates.errors import GatesError
+from gates.core.canonical import strict_loads
+from gates.core.errors import GatesError
 
 
 @dataclass(frozen=True)

@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from gates.errors import GatesError
+from gates.core.errors import GatesError
 from gates.sandbox import Request as SandboxRequest
 from gates.sandbox import killed_by, prepared, support
 

@@ -13,9 +13,9 @@ from pydantic import (
     field_validator,
 )
 
-from gates.errors import ConfigError, UnsafePathError
-from gates.paths import check_relpath
-from gates.validation import first_error
+from gates.core.errors import ConfigError, UnsafePathError
+from gates.core.paths import check_relpath
+from gates.core.validation import first_error
 
 _NAME = r"[A-Za-z_][A-Za-z0-9_]*"
 KeyPath = Annotated[str, StringConstraints(pattern=rf"^{_NAME}(\.{_NAME})*$")]

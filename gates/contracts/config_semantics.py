@@ -16,9 +16,9 @@ from gates.configsem.official import read_official
 from gates.configsem.probe import Tree
 from gates.configsem.table import parse_table
 from gates.contracts.model import EvaluationContext, EvaluationError
-from gates.criteria import Criterion
-from gates.errors import GatesError
-from gates.paths import resolve_inside
+from gates.core.criteria import Criterion
+from gates.core.errors import GatesError
+from gates.core.paths import resolve_inside
 
 CHECK = "config_semantics"
 _AFTER_OFFICIAL = (

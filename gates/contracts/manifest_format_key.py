@@ -7,11 +7,11 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, ValidationError
 
 from gates.contracts.model import EvaluationContext, EvaluationError
-from gates.criteria import Criterion
-from gates.errors import UnsafePathError
-from gates.paths import check_relpath
+from gates.core.criteria import Criterion
+from gates.core.errors import UnsafePathError
+from gates.core.paths import check_relpath
+from gates.core.validation import first_error
 from gates.receipts.provenance import check_manifests
-from gates.validation import first_error
 
 CHECK = "manifest_format_key"
 

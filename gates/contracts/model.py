@@ -10,9 +10,9 @@ from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel
 
-from gates.criteria import Criterion, DischargeStatus
+from gates.core.criteria import Criterion, DischargeStatus
+from gates.core.hashing import StatCache, cache_file
 from gates.freeze.check import FreezeReport
-from gates.hashing import StatCache, cache_file
 from gates.naming.rules import RuleSet
 from gates.policy.contract_files import ContractSpec
 from gates.policy.in_force import Policy
@@ -21,7 +21,7 @@ from gates.receipts.binding import DeclaredEntrypoint
 from gates.receipts.evidence import Evidence
 from gates.receipts.verify import Judgement
 from gates.tensors.progress import TensorFigures
-from gates.workspace import Workspace
+from gates.workspace.repository import Workspace
 
 if TYPE_CHECKING:  # only for the annotation: the alignment module pulls in the loss readers
     from gates.receipts.alignment import Alignment

@@ -10,7 +10,7 @@ from collections.abc import Callable
 from typing import Any
 
 from gates.contracts.model import Evaluation, EvaluationContext
-from gates.criteria import Criterion
+from gates.core.criteria import Criterion
 
 #: An evaluator returns its criteria, or an `Evaluation` when it decides figures too.
 Evaluator = Callable[[EvaluationContext, dict[str, Any]], list[Criterion] | Evaluation]

@@ -13,26 +13,26 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictInt, ValidationError
 
-from gates.canonical import strict_loads
 from gates.contracts.model import (
     Evaluation,
     EvaluationContext,
     EvaluationError,
     ResultsFigures,
 )
-from gates.criteria import Criterion
-from gates.errors import GatesError, UnsafePathError
+from gates.core.canonical import strict_loads
+from gates.core.criteria import Criterion
+from gates.core.errors import GatesError, UnsafePathError
+from gates.core.paths import check_relpath
+from gates.core.validation import first_error
 from gates.outputs.checkpoint_check import Against, CheckpointCheck
 from gates.outputs.loss_check import DeterminismCheck
 from gates.outputs.models import parse_output
-from gates.paths import check_relpath
 from gates.receipts.artifacts import KIND_BY_FILE_NAME, artifact_problem
 from gates.receipts.binding import DeclaredEntrypoint
 from gates.receipts.binding import declared_entrypoints as declared_in
 from gates.receipts.model import ArtifactKind, Framework
 from gates.receipts.verify import Judgement, Status
-from gates.validation import first_error
-from gates.workspace import Workspace
+from gates.workspace.repository import Workspace
 
 CHECK = "results_schema_and_provenance"
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from gates.contracts.model import EvaluationContext, EvaluationError
-from gates.criteria import Criterion
+from gates.core.criteria import Criterion
 from gates.freeze.check import CRITERIA
 
 CHECK = "source_freeze"

@@ -13,15 +13,15 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, ValidationError
 
 from gates.contracts.model import Evaluation, EvaluationContext, EvaluationError
-from gates.criteria import Criterion
-from gates.errors import ConfigError, GatesError, UnsafePathError
+from gates.core.criteria import Criterion
+from gates.core.errors import ConfigError, GatesError, UnsafePathError
+from gates.core.paths import check_relpath, resolve_inside
+from gates.core.validation import first_error
 from gates.naming.rulefile import RULE_KEYS, ruleset_from_params
-from gates.paths import check_relpath, resolve_inside
 from gates.receipts.model import ArtifactKind
 from gates.tensors.compare import Comparison, Selection, compare_dumps, parse_phases
 from gates.tensors.layout import ORDER_FILE, PHASES, TENSORS_FOLDER, StepRange, open_dump
 from gates.tensors.progress import TensorFigures, tensor_figures
-from gates.validation import first_error
 
 CHECK = "tensor_alignment"
 

@@ -10,17 +10,17 @@ from pydantic import BaseModel, ConfigDict, StrictBool, StringConstraints, Valid
 
 from gates.checkpoints.check import CheckpointReport, check_checkpoint, compare_pair
 from gates.contracts.model import EvaluationContext, EvaluationError
-from gates.criteria import Criterion
-from gates.errors import ConfigError, UnsafePathError
-from gates.external import ExternalRoots, is_external, split_external
-from gates.hashing import StatCache
+from gates.core.criteria import Criterion
+from gates.core.errors import ConfigError, UnsafePathError
+from gates.core.hashing import StatCache
+from gates.core.paths import check_relpath, resolve_inside
+from gates.core.validation import first_error
 from gates.naming.rulefile import RULE_KEYS, ruleset_from_params
-from gates.paths import check_relpath, resolve_inside
 from gates.receipts.model import ArtifactKind
 from gates.receipts.verify import Status
 from gates.tensors.probe_format import PROBE_FORMAT
-from gates.validation import first_error
-from gates.workspace import roots_of
+from gates.workspace.external import ExternalRoots, is_external, split_external
+from gates.workspace.repository import roots_of
 
 if TYPE_CHECKING:
     from gates.checkpoints.content import ContentComparison

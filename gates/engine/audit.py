@@ -18,8 +18,8 @@ from typing import Literal
 from gates.contracts import results_schema_and_provenance as results_contract
 from gates.contracts.model import ContractResult, Evaluation, EvaluationContext, EvaluationError
 from gates.contracts.registry import FREEZE_CHECK, MODULES, evaluator
-from gates.criteria import Criterion, DischargeStatus, discharge_status
-from gates.detection import DetectionPower
+from gates.core.criteria import Criterion, DischargeStatus, discharge_status
+from gates.core.detection import DetectionPower
 from gates.engine.inputs import AuditInputs
 from gates.freeze.check import FreezeReport, SourceTree, evaluate_freeze
 from gates.policy.contract_files import ContractFileError, ContractSpec
@@ -33,7 +33,7 @@ from gates.receipts.judge_all import Wanted, index_fingerprint, judge_receipts
 from gates.receipts.model import Receipt
 from gates.receipts.verify import Judgement, JudgingContext, Status
 from gates.replay.gate import gate_on_replay
-from gates.workspace import Workspace, roots_of
+from gates.workspace.repository import Workspace, roots_of
 
 RESULTS_CHECK = results_contract.CHECK
 

@@ -14,12 +14,12 @@ from pathlib import Path
 
 from gates.contracts import results_schema_and_provenance as results_contract
 from gates.contracts.model import EvaluationError, ParsedParams
-from gates.hashing import StatCache, cache_file
+from gates.core.hashing import StatCache, cache_file
 from gates.naming.rules import RuleSet
 from gates.policy.contract_files import ContractFileError, ContractSpec
 from gates.policy.in_force import Policy, governed, load_policy
 from gates.receipts.binding import DeclaredEntrypoint, Entrypoints, entrypoints_in_force
-from gates.workspace import Workspace
+from gates.workspace.repository import Workspace
 
 RESULTS_CHECK = results_contract.CHECK
 

@@ -21,12 +21,12 @@ from enum import StrEnum
 from pathlib import Path
 from typing import Literal, Protocol
 
-from gates import git
-from gates.errors import ConfigError
+from gates.core import git
+from gates.core.errors import ConfigError
+from gates.core.hashing import StatCache, cache_file
+from gates.core.paths import is_under
 from gates.freeze.precommit import stashed_paths
 from gates.freeze.worktree import BLOB_TABLE, differing_files
-from gates.hashing import StatCache, cache_file
-from gates.paths import is_under
 
 
 class FreezeSectionLike(Protocol):

@@ -11,8 +11,8 @@ from __future__ import annotations
 import tomllib
 from pathlib import Path
 
-from gates import git
-from gates.errors import ConfigError
+from gates.core import git
+from gates.core.errors import ConfigError
 from gates.freeze.check import (
     FreezeReason,
     FreezeReport,
@@ -23,7 +23,8 @@ from gates.freeze.check import (
     _tree_reasons,
     source_tree_digest,
 )
-from gates.freeze.settings import CONFIG_NAME, FreezeSection, FreezeSettings
+from gates.freeze.settings import FreezeSection, FreezeSettings
+from gates.workspace.root import CONFIG_NAME
 
 
 def settings_at(root: Path, commit: str, worktree: FreezeSettings) -> FreezeSettings:

@@ -3,7 +3,7 @@ file is unchanged since it last passed validation.
 
 `audit_source_freeze.py` runs in every pre-push hook; importing pydantic to
 validate gates.toml would be most of its time. The first run validates with
-the full model (gates.config) and keeps the few values the freeze needs in a
+the full model (gates.workspace.config) and keeps the few values the freeze needs in a
 small cache file beside the stat cache (outside the workspace), keyed on
 gates.toml's stat key (device, inode, size, mtime, ctime) and the gates
 version. Later runs read that file. A file still in the racy window is not
@@ -19,10 +19,10 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from gates import __version__
-from gates.atomic import write_text_atomic
-from gates.hashing import RACY_WINDOW_NS, cache_file, stat_key
+from gates.core.atomic import write_text_atomic
+from gates.core.hashing import RACY_WINDOW_NS, cache_file, stat_key
+from gates.workspace.root import CONFIG_NAME
 
-CONFIG_NAME = "gates.toml"
 SETTINGS_KIND = "freeze-settings"
 
 
@@ -45,23 +45,8 @@ class FreezeSettings:
         return self.governance
 
 
-def find_root(start: Path) -> Path:
-    """The nearest folder at or above ``start`` that holds a gates.toml."""
-    start = start.resolve()
-    for folder in (start, *start.parents):
-        if (folder / CONFIG_NAME).is_file():
-            return folder
-    from gates.errors import ConfigError  # noqa: PLC0415  (only on the error path)
-
-    raise ConfigError(
-        f"no {CONFIG_NAME} here or in any parent folder",
-        file=start,
-        hint="run `gates init` at the repository root, or pass -C WORKSPACE",
-    )
-
-
 def _validated(path: Path) -> FreezeSettings:
-    from gates.config import load_config  # noqa: PLC0415  (pydantic: only on a cache miss)
+    from gates.workspace.config import load_config  # noqa: PLC0415  (pydantic: only on a cache miss)
 
     config = load_config(path)
     freeze = config.freeze

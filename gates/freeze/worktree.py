@@ -16,8 +16,8 @@ import stat as stat_module
 from collections.abc import Callable
 from pathlib import Path
 
-from gates.git import TreeEntry
-from gates.hashing import CHUNK, StatCache
+from gates.core.git import TreeEntry
+from gates.core.hashing import CHUNK, StatCache
 
 BLOB_TABLE = "blobs"
 _SYMLINK = "120000"

@@ -27,8 +27,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import BinaryIO
 
-from gates.canonical import DuplicateKeyError, strict_loads, unique_pairs
-from gates.errors import GatesError
+from gates.core.canonical import DuplicateKeyError, strict_loads, unique_pairs
+from gates.core.errors import GatesError
 
 ROUNDED_DIGITS = 7
 BLOCK = 1 << 20

@@ -6,9 +6,9 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from gates.errors import ConfigError
+from gates.core.errors import ConfigError
+from gates.core.validation import first_error
 from gates.naming.rules import RuleSet
-from gates.validation import first_error
 
 RULE_KEYS = ("rules", "aoa", "placeholders")
 INVENTORY_CHECK = "tensor_inventory"

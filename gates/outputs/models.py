@@ -6,12 +6,12 @@ from typing import Any
 
 from pydantic import BaseModel, TypeAdapter, ValidationError
 
-from gates.errors import GatesError
+from gates.core.errors import GatesError
+from gates.core.validation import first_error
 from gates.outputs.checkpoint_check import CheckpointCheck
 from gates.outputs.loss_check import LOSS_CHECK
 from gates.outputs.structure_parity import StructureParity, differences_fit
 from gates.receipts.model import ArtifactKind
-from gates.validation import first_error
 
 #: kind -> the model its output file must fit (kinds without one are read as plain JSON)
 MODELS: dict[ArtifactKind, TypeAdapter[Any]] = {
@@ -38,7 +38,7 @@ def check_output(kind: ArtifactKind, document: object, where: str) -> frozenset[
     user's input: the message names the file and the first wrong key). Returns the keys of
     the document whose values the check found to hold only exact dicts, lists, tuples and strings
     (a survey's differences, by `differences_fit`), which the writer need not look at again
-    (`gates.canonical.pretty_json_bytes`)."""
+    (`gates.core.canonical.pretty_json_bytes`)."""
     model = MODELS.get(kind)
     if model is None:
         return frozenset()

@@ -3,7 +3,6 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from itertools import chain
 from operator import itemgetter
 from typing import Any, Literal, get_args
@@ -55,11 +54,11 @@ CLASSES = frozenset(get_args(Difference.model_fields["kind"].annotation))
 _LIST_KEYS = ("reference", "candidate", "rules")
 
 
-def python_differences_fit(differences: object) -> bool:
+def differences_fit(differences: object) -> bool:
     """True only when ``differences`` surely fits `list[Difference]`: a list of plain dicts
     with exactly `DIFFERENCE_KEYS`, a class in `CLASSES`, lists or tuples of strings (the
     model's lax lists take a tuple; the survey hands over tuples) and a string detail, all
-    of the exact types. Checked a column at a time in C, without a model per difference
+    of the exact types. Checked a column at a time, without a model per difference
     (60,000 of them cost pydantic 0.08 s). False means "ask the model", never "rejected":
     what else pydantic's lax mode takes (a str subclass, `kind` for `class`) goes to
     pydantic, which decides and words the error."""
@@ -73,26 +72,6 @@ def python_differences_fit(differences: object) -> bool:
     if not set(map(type, chain(*lists))) <= {list, tuple}:
         return False
     return set(map(type, chain.from_iterable(chain(*lists)))) <= {str}
-
-
-# the check in C (gates/outputs/_fit.c), built at install where a C compiler is
-_native_rows_fit: (
-    Callable[[object, tuple[str, ...], tuple[str, ...], str, frozenset[str]], bool] | None
-)
-try:
-    from gates.outputs._fit import rows_fit as _native_rows_fit
-except ImportError:
-    _native_rows_fit = None
-
-_STRING_KEYS = tuple(key for key in DIFFERENCE_KEYS if key not in _LIST_KEYS)
-
-
-def differences_fit(differences: object) -> bool:
-    """`python_differences_fit`, a row at a time in C where gates.outputs._fit was built (the
-    same answers: tests/test_fit.py)."""
-    if _native_rows_fit is None:
-        return python_differences_fit(differences)
-    return _native_rows_fit(differences, _STRING_KEYS, _LIST_KEYS, "class", CLASSES)
 
 
 def _columns(differences: object) -> dict[str, list[Any]] | None:

@@ -10,9 +10,9 @@ from typing import Annotated, Any
 
 from pydantic import BaseModel, ConfigDict, Field, StrictBool, StringConstraints, ValidationError
 
+from gates.core.validation import first_error
 from gates.policy.waivers import WAIVER_SUFFIX
 from gates.receipts.model import ArtifactKind
-from gates.validation import first_error
 
 ContractId = Annotated[str, StringConstraints(pattern=r"^[a-z][a-z0-9_]*\.[a-z0-9][a-z0-9.-]*$")]
 

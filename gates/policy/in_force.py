@@ -16,9 +16,8 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
-from gates import git
-from gates.config import CONFIG_NAME, GatesConfig, parse_config
-from gates.errors import ConfigError, GatesError
+from gates.core import git
+from gates.core.errors import ConfigError, GatesError
 from gates.naming.rulefile import INVENTORY_CHECK, ruleset_from_params
 from gates.naming.rules import RuleSet
 from gates.policy.contract_files import (
@@ -38,7 +37,9 @@ from gates.trust.anchors import (
     parse_trust,
     trust_file_from_environment,
 )
-from gates.workspace import Workspace
+from gates.workspace.config import GatesConfig, parse_config
+from gates.workspace.repository import Workspace
+from gates.workspace.root import CONFIG_NAME
 
 POLICY_VARIABLE = "GATES_POLICY_REF"
 PROPOSED = "proposed policy change (not in force until merged)"

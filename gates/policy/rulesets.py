@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from gates.errors import ConfigError
+from gates.core.errors import ConfigError
 from gates.naming.rulefile import ruleset_from_params
 from gates.naming.rules import RuleSet
 from gates.policy.contract_files import load_contract

@@ -25,8 +25,8 @@ from fnmatch import fnmatchcase
 from pathlib import Path
 from typing import Literal
 
-from gates import git
-from gates.errors import GitError
+from gates.core import git
+from gates.core.errors import GitError
 from gates.freeze.check import SourceTree
 from gates.receipts.model import Receipt
 

@@ -24,7 +24,7 @@ from typing import Annotated
 
 from pydantic import BaseModel, ConfigDict, StringConstraints, ValidationError
 
-from gates.validation import first_error
+from gates.core.validation import first_error
 
 WAIVER_SUFFIX = ".waiver.toml"
 

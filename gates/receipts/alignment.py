@@ -12,14 +12,14 @@ from __future__ import annotations
 from collections import defaultdict
 from dataclasses import dataclass, field
 
-from gates.detection import DetectionPower
+from gates.core.detection import DetectionPower
+from gates.core.paths import is_under
 from gates.losses.compare import bit_identical_prefix
 from gates.losses.series import LossFileError, LossSeries, read_losses
-from gates.paths import is_under
 from gates.receipts.evidence import Evidence
 from gates.receipts.model import ArtifactKind, Framework, Receipt
 from gates.receipts.verify import Judgement
-from gates.workspace import Workspace
+from gates.workspace.repository import Workspace
 
 LOSS_KINDS = (ArtifactKind.LOSS, ArtifactKind.RAW_LOSS)
 

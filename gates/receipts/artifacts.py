@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from gates.canonical import strict_loads
+from gates.core.canonical import strict_loads
+from gates.core.resources import validator
 from gates.losses.series import LossFileError, read_losses
 from gates.receipts.model import ArtifactKind
-from gates.resources import validator
 
 #: The file names of the PR's layout and the kinds they hold.
 KIND_BY_FILE_NAME: dict[str, ArtifactKind] = {

@@ -11,13 +11,12 @@ from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 
 from gates import __version__
-from gates.atomic import write_text_atomic
-from gates.canonical import content_id, pretty_json
-from gates.errors import ReceiptError, UnsafePathError
-from gates.external import subject_file
+from gates.core.atomic import write_text_atomic
+from gates.core.canonical import content_id, pretty_json
+from gates.core.errors import ReceiptError, UnsafePathError
+from gates.core.hashing import StatCache
+from gates.core.paths import is_under, resolve_inside
 from gates.freeze.check import FreezeReport, Reason, evaluate_freeze
-from gates.hashing import StatCache
-from gates.paths import is_under, resolve_inside
 from gates.receipts.model import (
     RECEIPT_SUFFIX,
     RECEIPT_VERSION,
@@ -29,7 +28,8 @@ from gates.receipts.model import (
 from gates.receipts.verify import ReceiptRejectedError, parse_receipt
 from gates.trust.envelope import ATTESTATION_FIELD, sign_document
 from gates.trust.keys import SigningKey, key_from_environment
-from gates.workspace import Workspace, roots_of
+from gates.workspace.external import subject_file
+from gates.workspace.repository import Workspace, roots_of
 
 _COMMIT = re.compile(r"[0-9a-f]{40}([0-9a-f]{24})?")
 _DIRTY = {Reason.STAGED, Reason.UNSTAGED, Reason.UNTRACKED, Reason.UNMERGED, Reason.SUBMODULE}

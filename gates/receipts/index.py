@@ -13,7 +13,7 @@ builds from everything a judgement depends on beyond the files (the gates
 version, the contracts, the judging context, and whatever a later engine adds,
 such as trust anchors): a different fingerprint starts an empty index.
 
-Like the stat cache it lives outside the workspace (`gates.hashing.cache_file`,
+Like the stat cache it lives outside the workspace (`gates.core.hashing.cache_file`,
 kind "audit"), is replaced atomically (concurrent audits: last writer wins,
 never a torn file), and a file that does not parse as an index of this
 version and fingerprint is ignored and rebuilt, never trusted. Only accepted
@@ -31,10 +31,10 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from gates.atomic import write_text_atomic
-from gates.errors import UnsafePathError
-from gates.hashing import RACY_WINDOW_NS, stat_key
-from gates.paths import resolve_inside
+from gates.core.atomic import write_text_atomic
+from gates.core.errors import UnsafePathError
+from gates.core.hashing import RACY_WINDOW_NS, stat_key
+from gates.core.paths import resolve_inside
 from gates.receipts.model import Receipt
 from gates.receipts.verify import Judgement, Status
 

@@ -22,8 +22,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
 
-from gates import __version__, progress
-from gates.hashing import cache_file, stat_key
+from gates import __version__
+from gates.core import progress
+from gates.core.hashing import cache_file, stat_key
 from gates.receipts.binding import (
     Entrypoints,
     IsolationPolicy,

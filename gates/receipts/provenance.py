@@ -11,11 +11,11 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
-from gates.canonical import strict_loads
-from gates.errors import GatesError
+from gates.core.canonical import strict_loads
+from gates.core.errors import GatesError
+from gates.core.resources import schema
 from gates.receipts.artifacts import schema_errors
 from gates.receipts.model import ArtifactKind
-from gates.resources import schema
 
 MANIFEST_NAME = "manifest.json"
 

@@ -12,17 +12,17 @@ from pathlib import Path
 
 from pydantic import ValidationError
 
-from gates.canonical import content_id, strict_loads
-from gates.errors import UnsafePathError
-from gates.external import ExternalRootError, ExternalRoots, subject_file
-from gates.hashing import StatCache
-from gates.paths import resolve_inside
+from gates.core.canonical import content_id, strict_loads
+from gates.core.errors import UnsafePathError
+from gates.core.hashing import StatCache
+from gates.core.paths import resolve_inside
+from gates.core.resources import validator
+from gates.core.validation import first_error
 from gates.receipts.kinds import REPLAY_ROLE
 from gates.receipts.model import ArtifactKind, EvidenceClass, Receipt
-from gates.resources import validator
 from gates.trust.anchors import NO_ANCHORS, Anchors
 from gates.trust.envelope import Attestation, Attested, verify_document
-from gates.validation import first_error
+from gates.workspace.external import ExternalRootError, ExternalRoots, subject_file
 
 MAX_RECEIPT_BYTES = 16 * 1024 * 1024
 

@@ -23,7 +23,7 @@ from typing import Any
 
 import numpy as np
 
-from gates.errors import GatesError
+from gates.core.errors import GatesError
 from gates.replay.state import TrainingState
 
 

@@ -16,10 +16,10 @@ from typing import TYPE_CHECKING, Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints, ValidationError
 
-from gates.atomic import write_text_atomic
-from gates.errors import GatesError
+from gates.core.atomic import write_text_atomic
+from gates.core.errors import GatesError
+from gates.core.run_protocol import SAVE_EVERY
 from gates.replay.names import PARTS, state_file_name
-from gates.run_env import SAVE_EVERY
 
 if TYPE_CHECKING:
     from gates.replay.state import TrainingState

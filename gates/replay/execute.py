@@ -18,7 +18,8 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from gates.errors import GatesError
+from gates.core.errors import GatesError
+from gates.core.run_protocol import FRAMEWORK, RUN_DIR, RUN_ID, SAVE_EVERY
 from gates.replay.commitments import (
     COMMITMENTS_FILE,
     STATES_FOLDER,
@@ -35,7 +36,6 @@ from gates.replay.state import (
     load_state,
 )
 from gates.replay.windows import Window
-from gates.run_env import FRAMEWORK, RUN_DIR, RUN_ID, SAVE_EVERY
 from gates.sandbox import Request as SandboxRequest
 from gates.sandbox import prepared, support
 

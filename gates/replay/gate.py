@@ -14,7 +14,7 @@ from gates.receipts.model import ArtifactKind, Receipt
 from gates.receipts.verify import Judgement, Status
 from gates.replay.commitments import COMMITMENTS_FILE, CommitmentsError, loss_bits, read_commitments
 from gates.replay.report import REPLAY_FILE, read_report, report_problem
-from gates.workspace import Workspace
+from gates.workspace.repository import Workspace
 
 LOSS_KINDS = (ArtifactKind.LOSS, ArtifactKind.RAW_LOSS)
 

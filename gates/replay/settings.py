@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from gates.contracts.model import EvaluationError
 from gates.contracts.results_schema_and_provenance import CHECK, Params, parse_params
-from gates.errors import GatesError
+from gates.core.errors import GatesError
 from gates.policy.in_force import Policy
 
 

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import numpy as np
 
-from gates.errors import GatesError
+from gates.core.errors import GatesError
 from gates.replay.names import PARTS
 
 #: parameters, optimizer state in its stored precision, every RNG state, the data

@@ -11,8 +11,8 @@ import hashlib
 import random
 from dataclasses import dataclass
 
-from gates.detection import DetectionPower
-from gates.errors import GatesError
+from gates.core.detection import DetectionPower
+from gates.core.errors import GatesError
 
 SEED_SOURCES = ("ci", "policy+time")
 

@@ -22,7 +22,7 @@ from collections.abc import Mapping
 from pathlib import Path, PurePosixPath
 
 from gates.contracts.model import ContractResult
-from gates.criteria import Criterion, DischargeStatus
+from gates.core.criteria import Criterion, DischargeStatus
 from gates.engine.audit import AuditResult
 from gates.outputs.read import OutputFigures
 from gates.receipts.verify import Status

@@ -21,10 +21,10 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from gates.canonical import pretty_json
+from gates.core.canonical import pretty_json
+from gates.core.errors import GatesError, GitError
+from gates.core.git import run_git
 from gates.engine.summary import AuditSummary
-from gates.errors import GatesError, GitError
-from gates.git import run_git
 from gates.trust.anchors import Anchors
 from gates.trust.envelope import STATEMENT_TYPE, Attested, sign_statement, verify_envelope
 from gates.trust.keys import SigningKey

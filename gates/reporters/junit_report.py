@@ -12,7 +12,7 @@ from __future__ import annotations
 import xml.etree.ElementTree as ET
 
 from gates.contracts.model import ContractResult
-from gates.criteria import DischargeStatus
+from gates.core.criteria import DischargeStatus
 from gates.engine.audit import AuditResult
 
 

@@ -26,12 +26,12 @@ from pydantic import BaseModel
 
 from gates.contracts import results_schema_and_provenance as results_contract
 from gates.contracts.model import EvaluationError, ResultsFigures
-from gates.criteria import DischargeStatus
+from gates.core.criteria import DischargeStatus
+from gates.core.paths import is_under
 from gates.engine.audit import AuditResult, results_spec
 from gates.outputs.checkpoint_check import CheckpointCheck
 from gates.outputs.read import LossFigures, Opaque, OutputFigures, Unreadable
 from gates.outputs.structure_parity import StructureParity
-from gates.paths import is_under
 from gates.receipts.alignment import LOSS_KINDS
 from gates.receipts.model import ArtifactKind, Framework
 from gates.receipts.verify import Judgement, Status

@@ -17,8 +17,8 @@ from typing import Any
 
 from pydantic import ValidationError
 
+from gates.core.errors import GatesError
 from gates.engine.summary import AuditSummary
-from gates.errors import GatesError
 from gates.reporters.vsa import RESULT_FIELD, VSA_PREDICATE, envelope_digest
 from gates.trust.anchors import Anchors
 from gates.trust.envelope import RECEIPT_PREDICATE, Attested, verify_envelope

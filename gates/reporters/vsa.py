@@ -9,10 +9,10 @@ from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
 from gates import __version__
-from gates.canonical import canonical_json
+from gates.core.canonical import canonical_json
+from gates.core.errors import GatesError
+from gates.core.git import run_git
 from gates.engine.summary import AuditSummary
-from gates.errors import GatesError
-from gates.git import run_git
 from gates.trust.envelope import STATEMENT_TYPE
 
 VSA_PREDICATE = "https://slsa.dev/verification_summary/v1"

@@ -33,8 +33,8 @@ from itertools import accumulate, chain, compress, repeat
 from pathlib import Path
 from typing import Any, NamedTuple
 
-from gates.canonical import DuplicateKeyError, unique_pairs
-from gates.rows import as_rows
+from gates.core.canonical import DuplicateKeyError, unique_pairs
+from gates.core.rows import as_rows
 from gates.safetensors.dtypes import DTYPE_BITS
 
 MAX_HEADER_BYTES = 100_000_000

@@ -14,8 +14,8 @@ import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 
-from gates.errors import GatesError
-from gates.paths import is_under
+from gates.core.errors import GatesError
+from gates.core.paths import is_under
 
 
 @dataclass(frozen=True)

@@ -10,9 +10,9 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
-from gates.errors import GatesError
-from gates.hashing import StatCache, cache_file
-from gates.paths import is_under
+from gates.core.errors import GatesError
+from gates.core.hashing import StatCache, cache_file
+from gates.core.paths import is_under
 from gates.receipts.model import RunIsolation
 from gates.sandbox.backends import sandbox_argv
 from gates.sandbox.materialize import materialize

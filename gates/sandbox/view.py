@@ -16,9 +16,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import gates
-from gates.errors import GatesError
-from gates.hashing import cache_file
-from gates.run_env import (
+from gates.core.errors import GatesError
+from gates.core.hashing import cache_file
+from gates.core.run_protocol import (
     FRAMEWORK,
     GIT_HEAD,
     MODEL_CONFIG,

@@ -24,7 +24,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from gates import progress
+from gates.core import progress
 from gates.naming.config_placeholders import FROM_CONFIG
 from gates.naming.config_placeholders import resolve as resolve_placeholders
 from gates.naming.interpret import LAYOUT_OPS, Arrays, Interpreter, leaf_views

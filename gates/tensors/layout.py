@@ -21,7 +21,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
-from gates.errors import GatesError
+from gates.core.errors import GatesError
 from gates.safetensors.header import Header, HeaderError, read_header
 
 PHASES = ("activation", "grad", "optimizer", "param")

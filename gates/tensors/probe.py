@@ -26,7 +26,7 @@ from typing import Any
 
 import numpy as np
 
-from gates.errors import GatesError
+from gates.core.errors import GatesError
 from gates.tensors.probe_format import PROBE_FORMAT
 from gates.tensors.recorder import raw_tensor
 

@@ -7,7 +7,7 @@ import json
 import sys
 from pathlib import Path
 
-from gates.errors import GatesError
+from gates.core.errors import GatesError
 from gates.tensors.probe import load_entry, probe
 
 

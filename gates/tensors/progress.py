@@ -9,7 +9,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Protocol
 
-from gates.criteria import Criterion, DischargeStatus
+from gates.core.criteria import Criterion, DischargeStatus
 
 if TYPE_CHECKING:
     from gates.tensors.compare import Comparison

@@ -34,8 +34,8 @@ from typing import Any
 
 import numpy as np
 
-from gates.errors import GatesError
-from gates.run_env import RUN_DIR, RUN_ID, rank_folder
+from gates.core.errors import GatesError
+from gates.core.run_protocol import RUN_DIR, RUN_ID, rank_folder
 from gates.tensors.layout import (
     PHASES,
     SLOT_SEPARATOR,
@@ -278,10 +278,10 @@ class TensorRecorder:
 
 def receipt_dump(folder: Path, framework: str) -> None:
     """Outside `gates run`: one tensor_dump receipt over the dump, if in a gates workspace."""
-    from gates.paths import is_under  # noqa: PLC0415
+    from gates.core.paths import is_under  # noqa: PLC0415
     from gates.receipts.create import ReceiptRequest, create_receipt  # noqa: PLC0415
     from gates.receipts.model import ArtifactKind, Framework  # noqa: PLC0415
-    from gates.workspace import open_workspace  # noqa: PLC0415
+    from gates.workspace.repository import open_workspace  # noqa: PLC0415
 
     try:
         workspace = open_workspace(folder)

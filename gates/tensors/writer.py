@@ -12,7 +12,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from gates.atomic import write_text_atomic
+from gates.core.atomic import write_text_atomic
 from gates.safetensors.dtypes import DTYPE_BITS
 from gates.tensors.layout import ORDER_FILE, ORDER_FORMAT, PHASES, DumpError, step_folder_name
 

@@ -13,7 +13,6 @@ import json
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
-from gates import exitcodes
 from gates.checkers.checkpoint_output import bound_files, finish, layout_digest, output_document
 from gates.checkpoints.check import CheckpointReport, inspect_checkpoint
 from gates.checkpoints.digest import default_threads, hash_shards
@@ -29,12 +28,13 @@ from gates.checkpoints.ranks import (
     merge_reports,
     paddle_store,
 )
-from gates.echo import Echo
+from gates.core import exitcodes
+from gates.core.echo import Echo
+from gates.core.errors import GatesError
+from gates.core.hashing import StatCache
 from gates.engine.inputs import AuditInputs
-from gates.errors import GatesError
-from gates.external import Location, locate
-from gates.hashing import StatCache
-from gates.workspace import roots_of
+from gates.workspace.external import Location, locate
+from gates.workspace.repository import roots_of
 
 LIST_LIMIT = 5
 

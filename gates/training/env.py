@@ -19,7 +19,7 @@ import socket
 from pathlib import Path
 from typing import Any
 
-from gates.run_env import RANK_VARIABLES
+from gates.core.run_protocol import RANK_VARIABLES
 
 DETERMINISM_VARIABLES = (
     "FLAGS_cudnn_deterministic",

@@ -43,14 +43,14 @@ from pathlib import Path
 from types import TracebackType
 from typing import TYPE_CHECKING, Any
 
-from gates.atomic import write_text_atomic
-from gates.canonical import pretty_json
-from gates.errors import GatesError
+from gates.core.atomic import write_text_atomic
+from gates.core.canonical import pretty_json
+from gates.core.errors import GatesError
 from gates.replay.commitments import StepCommitter
 
 if TYPE_CHECKING:  # the numeric code loads with the first state committed
     from gates.replay.state import TrainingState
-from gates.run_env import FRAMEWORK, GIT_HEAD, MODEL_CONFIG, RUN_DIR, RUN_ID, rank_folder
+from gates.core.run_protocol import FRAMEWORK, GIT_HEAD, MODEL_CONFIG, RUN_DIR, RUN_ID, rank_folder
 from gates.training.env import capture
 
 FRAMEWORKS = ("torch", "paddle")
@@ -213,7 +213,7 @@ def _receipt_alone(folder: Path, framework: str) -> None:
     """Outside `gates run`: stamp the files here, if this is a gates workspace."""
     from gates.receipts.create import ReceiptRequest, create_receipt  # noqa: PLC0415
     from gates.receipts.model import ArtifactKind, Framework  # noqa: PLC0415
-    from gates.workspace import open_workspace  # noqa: PLC0415
+    from gates.workspace.repository import open_workspace  # noqa: PLC0415
 
     try:
         workspace = open_workspace(folder)

@@ -28,9 +28,9 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 from pydantic import BaseModel, ConfigDict, StrictBool, StringConstraints, ValidationError
 
-from gates.canonical import canonical_json
-from gates.errors import GatesError
-from gates.validation import first_error
+from gates.core.canonical import canonical_json
+from gates.core.errors import GatesError
+from gates.core.validation import first_error
 
 if TYPE_CHECKING:
     from securesystemslib.signer import Key

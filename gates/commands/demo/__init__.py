@@ -30,7 +30,6 @@ import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 
-from gates import exitcodes
 from gates.commands.check import check_determinism, check_loss
 from gates.commands.checkpoint import check as check_checkpoint
 from gates.commands.demo.config_act import config_step
@@ -42,16 +41,17 @@ from gates.commands.replay import replay as replay_command
 from gates.commands.run import RunRequest
 from gates.commands.run import run as run_command
 from gates.commands.steps import render_text as render_steps
-from gates.echo import Echo, Output
+from gates.core import exitcodes
+from gates.core.echo import Echo, Output
+from gates.core.resources import example_dir
 from gates.engine.audit import run_audit
 from gates.engine.inputs import load_inputs
 from gates.receipts.create import ReceiptRequest, create_receipt
 from gates.receipts.model import ArtifactKind, EvidenceClass, Framework
 from gates.replay.commitments import loss_bits
 from gates.reporters import REPORTERS
-from gates.resources import example_dir
 from gates.training.env import cpu_kernels
-from gates.workspace import Workspace, open_workspace
+from gates.workspace.repository import Workspace, open_workspace
 
 _IDENTITY = {
     "GIT_AUTHOR_NAME": "gates demo",

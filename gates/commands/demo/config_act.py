@@ -13,12 +13,12 @@ import subprocess
 from pathlib import Path
 from typing import Any
 
-from gates.atomic import write_text_atomic
 from gates.commands.config_check import check_config
-from gates.echo import Echo, Output
+from gates.core.atomic import write_text_atomic
+from gates.core.echo import Echo, Output
+from gates.core.errors import GatesError
 from gates.engine.inputs import load_inputs
-from gates.errors import GatesError
-from gates.workspace import open_workspace
+from gates.workspace.repository import open_workspace
 
 OFFICIAL = "model/glm52/config.json"
 CLASS = "glm52.configuration:GlmMoeDsaConfig"

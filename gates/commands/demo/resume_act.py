@@ -15,12 +15,12 @@ from pathlib import Path
 from gates.commands.freeze import pin
 from gates.commands.run import RunRequest
 from gates.commands.run import run as run_command
-from gates.echo import Echo
+from gates.core.echo import Echo
+from gates.core.errors import GatesError
 from gates.engine.audit import run_audit
 from gates.engine.inputs import load_inputs
-from gates.errors import GatesError
 from gates.receipts.model import Framework
-from gates.workspace import open_workspace
+from gates.workspace.repository import open_workspace
 
 GUARD = (
     "import os as _os, sys as _sys\n"

@@ -15,13 +15,13 @@ import json
 
 from gates.commands.probe import consumed
 from gates.commands.tensors import check_dump_determinism, check_tensors
-from gates.echo import Echo, Output
+from gates.core.echo import Echo, Output
 from gates.engine.inputs import load_inputs
 from gates.receipts.create import ReceiptRequest, create_receipt
 from gates.receipts.model import ArtifactKind, EvidenceClass, Framework
 from gates.tensors.compare import Selection
 from gates.tensors.layout import TENSORS_FOLDER, StepRange, dump_files
-from gates.workspace import Workspace
+from gates.workspace.repository import Workspace
 
 REPEATS = "experiments/e053-moe-determinism/runs/paddle_det"
 STEPS = "1:3"

@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:  # jsonschema loads on first use: a warm audit validates nothing
     from jsonschema import Draft202012Validator
 
-_PACKAGE = Path(__file__).resolve().parent
+_PACKAGE = Path(__file__).resolve().parent.parent
 _CHECKOUT = _PACKAGE.parent
 
 

@@ -1,5 +1,5 @@
 """The command-line definitions of `gates report`, `gates history` and `gates attest verify`,
-kept out of gates/cli.py, which registers them with a few lines (docs/report.md)."""
+kept out of gates/cli/app.py, which registers them with a few lines (docs/report.md)."""
 
 from __future__ import annotations
 
@@ -8,16 +8,16 @@ from typing import TYPE_CHECKING, Protocol
 
 import click
 
-from gates.cli_options import rendered_by
-from gates.echo import Output
+from gates.cli.options import rendered_by
+from gates.core.echo import Output
 
 if TYPE_CHECKING:
     from gates.engine.inputs import AuditInputs
-    from gates.workspace import Workspace
+    from gates.workspace.repository import Workspace
 
 
 class State(Protocol):
-    """What these commands use of gates.cli's State (not imported: no cycle)."""
+    """What these commands use of gates.cli.app's State (not imported: no cycle)."""
 
     policy_ref: str | None
     trust: Path | None

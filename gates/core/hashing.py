@@ -24,7 +24,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-from gates.atomic import write_text_atomic
+from gates.core.atomic import write_text_atomic
 
 CHUNK = 4 * 1024 * 1024
 RACY_WINDOW_NS = 2_000_000_000

@@ -15,7 +15,7 @@ import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 
-from gates.errors import GitError
+from gates.core.errors import GitError
 
 _OVERRIDES = {
     "GIT_OPTIONAL_LOCKS": "0",

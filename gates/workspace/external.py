@@ -18,8 +18,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
-from gates.errors import UnsafePathError
-from gates.paths import check_relpath, resolve_inside, to_workspace_relpath
+from gates.core.errors import UnsafePathError
+from gates.core.paths import check_relpath, resolve_inside, to_workspace_relpath
 
 EXTERNAL_PREFIX = "external:"
 _VARIABLE = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}")

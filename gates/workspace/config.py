@@ -16,12 +16,12 @@ from pydantic import (
     ValidationError,
 )
 
-from gates.errors import ConfigError, UnsafePathError
-from gates.external import check_root_spelling
-from gates.paths import check_relpath
-from gates.validation import first_error
+from gates.core.errors import ConfigError, UnsafePathError
+from gates.core.paths import check_relpath
+from gates.core.validation import first_error
+from gates.workspace.external import check_root_spelling
+from gates.workspace.root import CONFIG_NAME
 
-CONFIG_NAME = "gates.toml"
 DEFAULT_EVIDENCE_LOCATIONS = ("results", "experiments", "outputs", ".gates")
 
 RelPath = Annotated[str, StringConstraints(min_length=1)]
@@ -59,7 +59,7 @@ class ExternalRootsConfig(
     """``[evidence.external]``: read-only roots outside the workspace, by name.
 
     Values are absolute paths or environment variable references
-    (``"${GLM52_DIR}"``), resolved where they are used (gates/external.py).
+    (``"${GLM52_DIR}"``), resolved where they are used (gates/workspace/external.py).
     """
 
     model_config = ConfigDict(frozen=True)

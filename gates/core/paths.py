@@ -6,7 +6,7 @@ import os
 import stat
 from pathlib import Path
 
-from gates.errors import UnsafePathError
+from gates.core.errors import UnsafePathError
 
 
 def check_relpath(raw: str, *, what: str = "path") -> list[str]:

@@ -13,12 +13,13 @@ from typing import TYPE_CHECKING, Any, NoReturn, TypeVar
 
 import click
 
-from gates import __version__, exitcodes
-from gates.cli_options import _echo, rendered_by
-from gates.echo import Output
-from gates.errors import GatesError
+from gates import __version__
+from gates.cli.options import _echo, rendered_by
+from gates.core import exitcodes
+from gates.core.echo import Output
+from gates.core.errors import GatesError
 from gates.receipts.kinds import ArtifactKind, EvidenceClass, Framework
-from gates.workspace import Workspace, open_workspace
+from gates.workspace.repository import Workspace, open_workspace
 
 if TYPE_CHECKING:
     from gates.engine.inputs import AuditInputs
@@ -109,18 +110,12 @@ _VERIFY_ALL = click.option(
 @pass_state
 def audit(state: State, out: Output, verify_all: bool) -> int:
     """Evaluate every contract: exit 0 pass, 1 blocked, 2 error."""
-    from gates import fastpath
     from gates.commands import audit as audit_command
-    from gates.hashing import verifying_all
+    from gates.core.hashing import verifying_all
 
     try:
         with verifying_all(verify_all):
-            inputs = state.inputs()
-            # the warm path's stored report (gates/fastpath.py)
-            recorded = Output(out.format, fastpath.recording(out.echo))
-            code = audit_command.audit(inputs, out=recorded)
-            external = inputs.workspace.config.evidence.external.root
-            fastpath.store(code, external_roots=bool(external))
+            code = audit_command.audit(state.inputs(), out=out)
     except Exception as error:
         if out.as_json:  # stdout holds exactly one JSON document, even now
             out.echo(audit_command.error_document(error))
@@ -136,7 +131,7 @@ def freeze() -> None:
 def _output(default: str) -> Callable[[F], F]:
     """-o/--output: where a checker's receipt goes; its output file goes beside it; plus
     --no-receipt (a throwaway check) and --force (replace even by a downgrade)."""
-    from gates.cli_options import checker_options
+    from gates.cli.options import checker_options
 
     return checker_options(default)
 
@@ -428,7 +423,7 @@ def check_checkpoint(
     path). Under `python -m paddle.distributed.launch` the ranks share the hashing.
     """
     from gates.commands import checkpoint as checkpoint_command
-    from gates.hashing import verifying_all
+    from gates.core.hashing import verifying_all
 
     if merge:
         if folder or against or shard_range:
@@ -883,7 +878,7 @@ def demo(keep: bool) -> int:
 
 
 # report, history, attest verify (docs/report.md): defined in their own module
-from gates.commands.cli_report import attest_verify, history, report  # noqa: E402
+from gates.cli.report import attest_verify, history, report  # noqa: E402
 
 cli.add_command(report)
 cli.add_command(history)
@@ -903,7 +898,7 @@ def main(argv: list[str] | None = None) -> NoReturn:
     """
     args = list(argv if argv is not None else sys.argv[1:])
     ctx: click.Context | None = None
-    from gates import progress
+    from gates.core import progress
 
     progress.silence(progress.asks_for_json(args))
     try:

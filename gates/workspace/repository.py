@@ -5,9 +5,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from gates.config import CONFIG_NAME, GatesConfig, load_config
-from gates.external import ExternalRoots
-from gates.freeze.settings import find_root
+from gates.workspace.config import GatesConfig, load_config
+from gates.workspace.external import ExternalRoots
+from gates.workspace.root import CONFIG_NAME, find_root
 
 
 @dataclass(frozen=True)

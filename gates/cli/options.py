@@ -12,7 +12,7 @@ from typing import Any, TypeVar
 
 import click
 
-from gates.echo import Output
+from gates.core.echo import Output
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -109,7 +109,7 @@ def _workspace_command(ctx: click.Context) -> tuple[str, ...]:
     folder = Path(root_params.get("directory") or ".")
     prefix: tuple[str, ...] = ("gates",)
     try:
-        from gates.workspace import open_workspace  # noqa: PLC0415
+        from gates.workspace.repository import open_workspace
 
         root = open_workspace(folder).root
         relative = folder.resolve().relative_to(root).as_posix()
@@ -145,7 +145,7 @@ def checker_options(default: str) -> Callable[[F], F]:
         )
         @functools.wraps(function)
         def wrapper(*args: Any, no_receipt: bool, force_replace: bool, **kwargs: Any) -> Any:
-            from gates.checkers.outputs import CheckerMode, checker_mode  # noqa: PLC0415  (lazy: CLI start)
+            from gates.checkers.outputs import CheckerMode, checker_mode
 
             ctx = click.get_current_context()
             mode = CheckerMode(no_receipt, force_replace, _workspace_command(ctx))
