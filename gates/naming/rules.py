@@ -198,26 +198,6 @@ def _rename(
         compile_pattern(rule.source, constants),
         compile_pattern(rule.target, constants),
     )
-    names, kept = list(nodes), list(nodes.values())
-    try:
-        for index, found in _hits(source, names):
-            new = target.fill(found.groupdict())
-            if new != names[index]:
-                node = kept[index]
-                names[index] = new
-                rules = (*node.rules, tag)
-                kept[index] = _node(new, node.dtype, node.shape, "rename", (node,), rules)
-    except RuleError:
-        return _rename_one_by_one(source, target, tag, nodes)
-    if len(set(names)) != len(names):
-        return _rename_one_by_one(source, target, tag, nodes)
-    return dict(zip(names, kept, strict=True))
-
-
-def _rename_one_by_one(
-    source: Pattern, target: Pattern, tag: str, nodes: dict[str, Node]
-) -> dict[str, Node]:
-    """`_rename` name by name, for the first error in the order of the names."""
     result: dict[str, Node] = {}
     for name, node in nodes.items():
         found = source.regex.fullmatch(name)
