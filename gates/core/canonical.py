@@ -34,11 +34,13 @@ def content_id(document: dict[str, Any]) -> str:
 
 def unique_pairs(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
     """A JSON object hook that refuses a key given twice (raises DuplicateKeyError)."""
-    result: dict[str, Any] = {}
-    for key, value in pairs:
-        if key in result:
-            raise DuplicateKeyError(f"duplicate key {key!r}")
-        result[key] = value
+    result = dict(pairs)
+    if len(result) != len(pairs):
+        seen: set[str] = set()
+        for key, _ in pairs:
+            if key in seen:
+                raise DuplicateKeyError(f"duplicate key {key!r}")
+            seen.add(key)
     return result
 
 
