@@ -34,8 +34,8 @@ from common import report
 
 from gates.commands.demo import POLICY_REF, lay_out
 from gates.commands.init import init
-from gates.core.canonical import pretty_json
 from gates.core.hashing import sha256_file
+from gates.core.json_writer import pretty_json
 from gates.freeze.check import evaluate_freeze
 from gates.receipts.create import ReceiptRequest, build_document
 from gates.receipts.model import ArtifactKind, Framework

@@ -8,8 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from gates.core.canonical import content_id, pretty_json
+from gates.core.content_ids import content_id
 from gates.core.hashing import StatCache, cache_file
+from gates.core.json_writer import pretty_json
 from gates.receipts.verify import JudgingContext, judge
 from tests.helpers import Workspace, commit_all, write
 

@@ -21,7 +21,7 @@ from gates.checkpoints.check import ShardRange, check_checkpoint, compare_pair
 from gates.checkpoints.digest import checkpoint_digest, default_threads
 from gates.checkpoints.ranks import DEFAULT_TIMEOUT_S, launcher_world
 from gates.core import exitcodes
-from gates.core.canonical import strict_loads
+from gates.core.content_ids import strict_loads
 from gates.core.echo import Echo, Output
 from gates.core.errors import GatesError, UnsafePathError
 from gates.core.hashing import StatCache

@@ -14,9 +14,9 @@ from gates.checkpoints.check import check_checkpoint
 from gates.checkpoints.survey import Survey, as_json, survey
 from gates.commands.checkpoint import resolve_rules
 from gates.core import exitcodes
-from gates.core.canonical import indented_json
 from gates.core.echo import Output
 from gates.core.hashing import StatCache
+from gates.core.json_writer import indented_json
 from gates.engine.inputs import AuditInputs
 from gates.naming.families import by_family, ranked
 from gates.receipts.model import ArtifactKind, Receipt

@@ -16,6 +16,7 @@ from gates.checkers.outputs import write_checker_output
 from gates.core import exitcodes
 from gates.core.echo import Output
 from gates.core.errors import GatesError
+from gates.core.json_writer import indented_json
 from gates.core.paths import resolve_inside, to_workspace_relpath
 from gates.engine.inputs import AuditInputs
 from gates.receipts.model import ArtifactKind, Receipt
@@ -108,7 +109,7 @@ def render_text(probed: Probed) -> str:
 
 def render_json(probed: Probed) -> str:
     written = {**probed.document, "output": probed.artifact, "receipt": probed.receipt.id}
-    return json.dumps(written, indent=2)
+    return indented_json(written)
 
 
 #: --format -> the renderer of a Probed

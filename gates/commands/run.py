@@ -29,10 +29,10 @@ from pathlib import Path
 from types import FrameType
 
 from gates.core.atomic import write_text_atomic
-from gates.core.canonical import pretty_json
 from gates.core.echo import Echo, note
 from gates.core.errors import GatesError
 from gates.core.hashing import StatCache, cache_file
+from gates.core.json_writer import pretty_json
 from gates.core.paths import is_under, resolve_inside, to_workspace_relpath
 from gates.core.run_protocol import (
     FRAMEWORK,

@@ -11,6 +11,7 @@ from pathlib import Path
 from gates.checkers.outputs import receipt_binding, write_checker_output
 from gates.core import exitcodes
 from gates.core.echo import Output
+from gates.core.json_writer import indented_json
 from gates.core.paths import resolve_inside, to_workspace_relpath
 from gates.engine.audit import judge_workspace
 from gates.engine.inputs import AuditInputs
@@ -138,7 +139,7 @@ class TensorsChecked:
 
 def render_json(checked: TensorsChecked) -> str:
     shown = {**checked.document, "output": checked.artifact, "receipt": checked.receipt.id}
-    return json.dumps(shown, indent=2)
+    return indented_json(shown)
 
 
 #: --format -> the renderer of a pair's TensorsChecked

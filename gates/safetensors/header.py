@@ -33,7 +33,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, NamedTuple
 
-from gates.core.canonical import DuplicateKeyError, unique_pairs
+from gates.core.content_ids import DuplicateKeyError, unique_pairs
 from gates.safetensors.dtypes import DTYPE_BITS
 
 MAX_HEADER_BYTES = 100_000_000
