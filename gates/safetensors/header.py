@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import json
 import math
+import operator
 import os
 import re
 import struct
@@ -46,6 +47,17 @@ _FIELDS = frozenset(("dtype", "shape", "data_offsets"))
 
 class HeaderError(ValueError):
     """The file is not a valid safetensors file; the message says why."""
+
+
+class TruncatedError(HeaderError):
+    """A valid header whose tensors end past the end of the file: the file is cut short (or
+    still being written). ``needed``: the file size the header declares; ``file_size``: the
+    file's."""
+
+    def __init__(self, message: str, needed: int, file_size: int) -> None:
+        super().__init__(message)
+        self.needed = needed
+        self.file_size = file_size
 
 
 class TensorEntry(NamedTuple):
@@ -100,17 +112,12 @@ def _check_strings(value: Any) -> None:
             _check_strings(item)
 
 
-def _is_usize(value: Any) -> bool:
-    # `type(...) is int` on purpose: it excludes bool and the -0 marker.
-    return type(value) is int and 0 <= value <= USIZE_MAX
-
-
-def _usize(value: Any, where: str) -> None:
-    if not _is_usize(value):
-        raise HeaderError(f"invalid JSON in header: {where}: {value!r} is not an unsigned integer")
+def _not_usize(value: Any, where: str) -> HeaderError:
+    return HeaderError(f"invalid JSON in header: {where}: {value!r} is not an unsigned integer")
 
 
 def _entry(name: str, info: Any) -> TensorEntry:
+    # `type(...) is int` on purpose: it excludes bool and the -0 marker.
     if type(info) is not dict:
         raise HeaderError(f"invalid JSON in header: tensor {name!r} is not an object")
     try:
@@ -125,12 +132,13 @@ def _entry(name: str, info: Any) -> TensorEntry:
         raise HeaderError(f"invalid JSON in header: tensor {name!r}: shape is not a list")
     if type(offsets) is not list or len(offsets) != 2:
         raise HeaderError(f"invalid JSON in header: tensor {name!r}: data_offsets is not a pair")
-    if not all(map(_is_usize, shape)):
-        for dim in shape:
-            _usize(dim, f"tensor {name!r} shape")
+    for dim in shape:
+        if type(dim) is not int or not 0 <= dim <= USIZE_MAX:
+            raise _not_usize(dim, f"tensor {name!r} shape")
     start, end = offsets
-    _usize(start, f"tensor {name!r} data_offsets")
-    _usize(end, f"tensor {name!r} data_offsets")
+    for offset in offsets:
+        if type(offset) is not int or not 0 <= offset <= USIZE_MAX:
+            raise _not_usize(offset, f"tensor {name!r} data_offsets")
     if len(info) > len(_FIELDS):
         for field_name, value in info.items():
             if field_name not in _FIELDS:
@@ -176,22 +184,31 @@ def _metadata(value: Any) -> dict[str, str] | None:
     return value
 
 
-def _by_offsets(entry: TensorEntry) -> tuple[int, int]:
-    return entry.start, entry.end
+_BY_OFFSETS = operator.itemgetter(3, 4)  # TensorEntry.start, TensorEntry.end
 
 
-def _check_layout(tensors: list[TensorEntry], buffer_size: int) -> None:
-    """Offsets contiguous from 0, sizes = elements x dtype size, buffer covered exactly."""
+def _elements(entry: TensorEntry) -> int:
+    """The element count, every partial product within u64 as the library multiplies; a
+    product within u64 of dimensions all >= 1 has every partial product within it."""
+    elements = math.prod(entry.shape)
+    if 0 < elements <= USIZE_MAX or not entry.shape:
+        return elements
+    elements = 1
+    for dim in entry.shape:
+        elements *= dim
+        if elements > USIZE_MAX:
+            raise HeaderError(f"overflow computing the size of tensor {entry.name!r}")
+    return elements
+
+
+def _check_layout(tensors: list[TensorEntry], buffer_size: int, data_start: int) -> None:
+    """Offsets contiguous from 0, sizes = elements x dtype size, buffer covered exactly (a
+    buffer shorter than the tensors: `TruncatedError`)."""
     offset = 0
-    for entry in sorted(tensors, key=_by_offsets):
+    for entry in sorted(tensors, key=_BY_OFFSETS):
         if entry.start != offset or entry.end < entry.start:
             raise HeaderError(f"invalid offset for tensor {entry.name!r}")
-        elements = 1
-        for dim in entry.shape:  # every partial product must fit, as in the library
-            elements *= dim
-            if elements > USIZE_MAX:
-                raise HeaderError(f"overflow computing the size of tensor {entry.name!r}")
-        bits = elements * DTYPE_BITS[entry.dtype]
+        bits = _elements(entry) * DTYPE_BITS[entry.dtype]
         if bits > USIZE_MAX:
             raise HeaderError(f"overflow computing the size of tensor {entry.name!r}")
         if bits % 8:
@@ -202,6 +219,12 @@ def _check_layout(tensors: list[TensorEntry], buffer_size: int) -> None:
                 f"{bits // 8} bytes, data_offsets give {entry.end - entry.start}"
             )
         offset = entry.end
+    if offset > buffer_size:
+        raise TruncatedError(
+            f"incomplete metadata: the tensors cover {offset} of {buffer_size} buffer bytes",
+            data_start + offset,
+            data_start + buffer_size,
+        )
     if offset != buffer_size:
         raise HeaderError(
             f"incomplete metadata: the tensors cover {offset} of {buffer_size} buffer bytes"
@@ -245,7 +268,7 @@ def parse_header(raw: bytes, file_size: int) -> Header:
     metadata = _metadata(document.pop(METADATA_KEY, None))
     entries = [_entry(name, info) for name, info in document.items()]
     data_start = 8 + len(raw)
-    _check_layout(entries, file_size - data_start)
+    _check_layout(entries, file_size - data_start, data_start)
     return Header({entry.name: entry for entry in entries}, metadata, data_start, file_size)
 
 
