@@ -198,18 +198,32 @@ def _rename(
         compile_pattern(rule.source, constants),
         compile_pattern(rule.target, constants),
     )
-    result: dict[str, Node] = {}
-    for name, node in nodes.items():
-        found = source.regex.fullmatch(name)
-        new = target.fill(found.groupdict()) if found is not None else name
-        if new in result:
-            raise RuleError(f"rule {tag} maps two tensors onto {new}")
-        result[new] = (
-            node
-            if new == name
-            else _node(new, node.dtype, node.shape, "rename", (node,), (*node.rules, tag))
-        )
+    names = list(nodes)
+    renamed = {}
+    for index, found in _hits(source, names):
+        new = target.fill(found.groupdict())
+        if new != names[index]:
+            renamed[index] = new
+    if not renamed:
+        return nodes
+    kept = list(nodes.values())
+    for index, new in renamed.items():
+        node = kept[index]
+        names[index] = new
+        kept[index] = _node(new, node.dtype, node.shape, "rename", (node,), (*node.rules, tag))
+    result = dict(zip(names, kept, strict=True))
+    if len(result) != len(names):
+        raise RuleError(f"rule {tag} maps two tensors onto {_first_repeat(names)}")
     return result
+
+
+def _first_repeat(names: list[str]) -> str:
+    seen: set[str] = set()
+    for name in names:
+        if name in seen:
+            return name
+        seen.add(name)
+    raise ValueError("no name repeats")
 
 
 def _transpose(
@@ -250,46 +264,49 @@ def _fuse(
     result = dict(nodes)
     ordered = sorted(nodes)
     # every match binds the first source's placeholders: when they cover the other
-    # sources', those fill without `fill`'s check per match (else `fill` raises its error)
+    # sources' (and the target's), those fill without `fill`'s check per match (else
+    # `fill` raises its error)
     bound = set(sources[0].names)
     fills = [
         pattern.template.format_map if bound >= set(pattern.names) else pattern.fill
-        for pattern in sources
+        for pattern in (*sources, target)
     ]
+    axis = rule.axis
     for index, found in _hits(sources[0], ordered):
-        name = ordered[index]
-        if name not in result:
+        if ordered[index] not in result:
             continue
         values = found.groupdict()
-        names = [fill(values) for fill in fills]
+        *names, fused = [fill(values) for fill in fills]
         if len(set(names)) != len(names):
             twice = next(part for part in names if names.count(part) > 1)
             raise RuleError(f"rule {tag}: the sources name {twice} twice; fuse distinct tensors")
-        if not all(part in result for part in names):
+        if not all(map(result.__contains__, names)):
             continue
-        parts = tuple(result[part] for part in names)
-        shape = _fused_shape(parts, rule.axis, tag)
+        parts = tuple(map(result.__getitem__, names))
+        shape = _fused_shape(parts, axis, tag)
         for part in names:
             del result[part]
-        fused = target.fill(values)
         rules = (*dict.fromkeys(r for part in parts for r in part.rules), tag)
-        result[fused] = _node(fused, parts[0].dtype, shape, "fuse", parts, rules, rule.axis)
+        result[fused] = _node(fused, parts[0].dtype, shape, "fuse", parts, rules, axis)
     return result
 
 
 def _fused_shape(parts: tuple[Node, ...], axis: int, tag: str) -> tuple[int, ...]:
     first = parts[0]
-    dtype, rank = first.dtype, len(first.shape)
-    shapes = [p.shape for p in parts]
-    if any(p.dtype != dtype for p in parts) or set(map(len, shapes)) != {rank}:
-        raise RuleError(f"rule {tag}: {', '.join(p.name for p in parts)} differ in dtype or rank")
-    if not 0 <= axis < rank:
-        raise RuleError(f"rule {tag}: axis {axis} out of range for {list(first.shape)}")
-    # slices, not a generator per dimension: a survey fuses 20,000 pairs
-    if len({s[:axis] + s[axis + 1 :] for s in shapes}) != 1:
-        listed = ", ".join(str(list(s)) for s in shapes)
-        raise RuleError(f"rule {tag}: shapes {listed} do not add up along axis {axis}")
-    return (*first.shape[:axis], sum(s[axis] for s in shapes), *first.shape[axis + 1 :])
+    dtype, shape = first.dtype, first.shape
+    if not 0 <= axis < len(shape):
+        raise RuleError(f"rule {tag}: axis {axis} out of range for {list(shape)}")
+    rest, total = shape[:axis] + shape[axis + 1 :], shape[axis]
+    for part in parts[1:]:
+        other = part.shape
+        if part.dtype != dtype or len(other) != len(shape):
+            names = ", ".join(p.name for p in parts)
+            raise RuleError(f"rule {tag}: {names} differ in dtype or rank")
+        if other[:axis] + other[axis + 1 :] != rest:
+            listed = ", ".join(str(list(p.shape)) for p in parts)
+            raise RuleError(f"rule {tag}: shapes {listed} do not add up along axis {axis}")
+        total += other[axis]
+    return (*shape[:axis], total, *shape[axis + 1 :])
 
 
 def _split(
