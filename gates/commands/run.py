@@ -24,6 +24,7 @@ import subprocess
 import sys
 import time
 import warnings
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import FrameType
@@ -32,7 +33,7 @@ from gates.core.atomic import write_text_atomic
 from gates.core.canonical import pretty_json
 from gates.core.echo import Echo, note
 from gates.core.errors import GatesError
-from gates.core.hashing import StatCache, cache_file
+from gates.core.hashing import StatCache
 from gates.core.paths import is_under, resolve_inside, to_workspace_relpath
 from gates.core.run_protocol import (
     FRAMEWORK,
@@ -47,18 +48,18 @@ from gates.engine import preflight
 from gates.engine.counting import what_counts
 from gates.engine.inputs import AuditInputs
 from gates.engine.preflight import full_profile
-from gates.freeze.check import FreezeReport, evaluate_freeze
+from gates.freeze.check import FreezeReport
 from gates.receipts.create import ReceiptRequest, create_receipt
 from gates.receipts.model import ArtifactKind, EvidenceClass, Framework, Receipt
 from gates.replay.commitments import COMMITMENTS_FILE, STATES_FOLDER
 from gates.replay.settings import policy_save_every
-from gates.sandbox import Isolation, SandboxSupport, killed_by, prepared, support
+from gates.sandbox import Isolation, SandboxHost, SandboxSupport, killed_by, prepared
 from gates.sandbox import Request as SandboxRequest
 from gates.tensors.layout import TENSORS_FOLDER, dump_files
 from gates.training.env import capture
 from gates.training.recorder import aggregate_ranks
 from gates.training.runlog import StderrTee
-from gates.trust.keys import SigningKey, key_from_environment
+from gates.trust.keys import SigningKey, configured_key
 from gates.workspace.repository import Workspace
 
 MANIFEST_FORMAT = "gates.run-manifest/v1"
@@ -224,12 +225,14 @@ class Finished:
     duration: float
 
 
-def _quiet_capture(framework: str | None, log: Path) -> dict[str, object]:
+def _quiet_capture(
+    framework: str | None, log: Path, variables: Mapping[str, str]
+) -> dict[str, object]:
     """Environment capture imports the framework (Paddle warns "No ccache found" on import):
     its warnings go to the run log, not between the caller's lines."""
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
-        environment = capture(framework=framework)
+        environment = capture(framework=framework, variables=variables)
     if caught:
         log.parent.mkdir(parents=True, exist_ok=True)
         text = "".join(
@@ -303,6 +306,8 @@ def _manifest(
     profile: dict[str, object],
     freeze: tuple[FreezeReport, FreezeReport],
     reasons: tuple[str, ...],
+    *,
+    variables: Mapping[str, str],
 ) -> dict[str, object]:
     manifest: dict[str, object] = {
         "format": MANIFEST_FORMAT,
@@ -316,7 +321,7 @@ def _manifest(
         "started_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(finished.started)),
         "duration_s": finished.duration,
         "host": socket.gethostname(),
-        "rank_environment": {n: os.environ[n] for n in RANK_VARIABLES if n in os.environ},
+        "rank_environment": {n: variables[n] for n in RANK_VARIABLES if n in variables},
         "git_head": freeze[0].head,
         "freeze_before": freeze[0].verdict,
         "freeze_after": freeze[1].verdict,
@@ -451,6 +456,7 @@ def _sandboxed_launch(
     place: tuple[str, Path, Path],
     protocol: dict[str, str],
     log: Path,
+    host: SandboxHost,
 ) -> tuple[Finished, Isolation]:
     relpath, folder, cwd = place
     root = workspace.root
@@ -466,6 +472,7 @@ def _sandboxed_launch(
         network=settings.network,
         env_names=settings.env,
         inputs=settings.inputs,
+        host=host,
     )
     with prepared(found, sandbox_request) as ready:
         finished = _launch(
@@ -489,11 +496,14 @@ def _launch_either(
     place: tuple[str, Path, Path],
     protocol: dict[str, str],
     log: Path,
+    host: SandboxHost,
 ) -> tuple[Finished, Isolation]:
     """The run in the sandbox, or (--no-sandbox) in the workspace with gates' environment."""
     if found is not None:
-        return _sandboxed_launch(workspace, request, found, place=place, protocol=protocol, log=log)
-    child_env = {**os.environ, **protocol}
+        return _sandboxed_launch(
+            workspace, request, found, place=place, protocol=protocol, log=log, host=host
+        )
+    child_env = {**host.environment, **protocol}
     root, cwd = workspace.root, place[2]
     finished = _launch(request.command, child_env, cwd, protocol[RUN_ID], log=log, own_code=root)
     names = tuple(sorted(child_env))
@@ -503,11 +513,11 @@ def _launch_either(
     return finished, isolation
 
 
-def _sandbox(request: RunRequest, before: FreezeReport) -> SandboxSupport | None:
+def _sandbox(request: RunRequest, before: FreezeReport, host: SandboxHost) -> SandboxSupport | None:
     """The sandbox to run in (None: --no-sandbox); one that cannot start stops the run."""
     if not request.sandbox:
         return None
-    found = support()
+    found = host.support()
     if found.mechanism is None:
         raise GatesError(f"cannot start a sandbox, nothing was run or signed: {found.reason}")
     if not before.head:
@@ -565,26 +575,26 @@ def run(inputs: AuditInputs, request: RunRequest, *, cwd: Path, echo: Echo) -> i
     """Launch, stamp, and return the entrypoint's exit status (1 when refused)."""
     if not request.command:
         raise GatesError("no command to run", hint="gates run [options] -- python train.py ...")
-    root = inputs.workspace.root
-    signing_key = key_from_environment()  # a bad key fails here, before anything runs
-    before = evaluate_freeze(root, inputs.workspace.config)
+    root, invocation = inputs.workspace.root, inputs.invocation
+    signing_key = configured_key(invocation.signing_key)  # a bad key fails here, before all
+    host, world = inputs.sandbox_host, invocation.launcher.world
+    before = inputs.judge_freeze()
     if before.verdict != "pass" and not request.probe:
         return _refuse(before)
-    sandbox = _sandbox(request, before)
+    sandbox = _sandbox(request, before, host)
     relpath, folder = _out_folder(inputs.workspace, request, cwd)
-    manifest_profile(full_profile(request.profile, "cpu"))  # a malformed value: error now
+    manifest_profile(full_profile(request.profile, "cpu", world))  # a malformed value: error now
     framework = request.framework.value if request.framework else None
-    stamp = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime())
-    run_id = f"{framework or 'run'}-{stamp}-{os.getpid()}"
+    run_id = f"{framework or 'run'}-{time.strftime('%Y%m%dT%H%M%SZ', time.gmtime())}-{os.getpid()}"
     log = run_log_path(root, run_id)
-    environment = _quiet_capture(framework, log)
+    environment = _quiet_capture(framework, log, invocation.environment)
     device = "cpu" if environment.get("device_name") in (None, "cpu") else "cuda"
     checked = _preflight(
         inputs, request, cwd, environment=environment, device=device, signing_key=signing_key
     )
     if checked is None:
         return 1
-    profile = full_profile(checked.profile, device)
+    profile = full_profile(checked.profile, device, world)
     typed_profile = manifest_profile(profile)
     if sandbox is not None:
         _outputs_inside(root, relpath, request, cwd)
@@ -592,11 +602,17 @@ def run(inputs: AuditInputs, request: RunRequest, *, cwd: Path, echo: Echo) -> i
     protocol = _protocol(request, folder, run_id, before.head, policy_save_every(inputs.policy))
     preloading = signing_key.preload() if signing_key else None
     finished, isolation = _launch_either(
-        inputs.workspace, request, sandbox, place=(relpath, folder, cwd), protocol=protocol, log=log
+        inputs.workspace,
+        request,
+        sandbox,
+        place=(relpath, folder, cwd),
+        protocol=protocol,
+        log=log,
+        host=host,
     )
     if preloading is not None:
         preloading.join()
-    after = evaluate_freeze(root, inputs.workspace.config)
+    after = inputs.judge_freeze()
     reasons = _probe_reasons(
         request, before, after, finished.exit_status, list(finished.interrupted_by)
     )
@@ -604,7 +620,9 @@ def run(inputs: AuditInputs, request: RunRequest, *, cwd: Path, echo: Echo) -> i
     if sandbox is None and inputs.workspace.config.sandbox.required:
         reasons += ("run not isolated: --no-sandbox, and the policy requires the sandbox",)
     found, missing = _stamps(root, folder, request, cwd)
-    manifest = _manifest(request, finished, typed_profile, (before, after), reasons)
+    manifest = _manifest(
+        request, finished, typed_profile, (before, after), reasons, variables=invocation.environment
+    )
     manifest["outputs_missing"] = missing
     write_text_atomic(folder / "manifest.json", pretty_json(manifest))
     manifest_stamp = (
@@ -614,7 +632,7 @@ def run(inputs: AuditInputs, request: RunRequest, *, cwd: Path, echo: Echo) -> i
     )
     if manifest_stamp not in found:
         found.insert(0, manifest_stamp)
-    cache = StatCache(cache_file(root))
+    cache = inputs.cache
     run_receipt = _attest_run(
         inputs.workspace,
         request,

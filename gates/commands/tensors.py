@@ -211,7 +211,11 @@ def tensors_check(
     cand_rel, cand_path = _open(workspace, candidate, cwd)
     ruleset, rules_source = _ruleset(audit, rules, cwd)
     comparison = compare_dumps(
-        open_dump(ref_path, ref_rel), open_dump(cand_path, cand_rel), ruleset, selection
+        open_dump(ref_path, ref_rel),
+        open_dump(cand_path, cand_rel),
+        ruleset,
+        selection,
+        progress=audit.invocation.progress,
     )
     judged = judge_workspace(audit, wanted=Wanted(folders=(ref_rel, cand_rel)))
     receipts = judged.receipts
