@@ -130,6 +130,7 @@ def checkpoint_check(
         threads=threads,
         shard_range=shard_range,
         label=location.label,
+        progress=audit.invocation.progress,
     )
     document = output_document(report, "partial" if shard_range else "full")
     if shard_range:
@@ -144,7 +145,12 @@ def checkpoint_check(
         ruleset, _ = resolve_rules(audit, rules, cwd)
         other = locate(roots, against, cwd)
         reference = check_checkpoint(
-            other.base, other.relpath, cache=cache, threads=threads, label=other.label
+            other.base,
+            other.relpath,
+            cache=cache,
+            threads=threads,
+            label=other.label,
+            progress=audit.invocation.progress,
         )
         pair = compare_pair(reference, report, ruleset)
         document["against"] = {

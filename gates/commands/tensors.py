@@ -271,7 +271,9 @@ def dump_determinism_check(
     first_divergence = None
     deterministic = True
     for (rel, _), dump in zip(opened[1:], dumps[1:], strict=True):
-        comparison = compare_dumps(dumps[0], dump, RuleSet(), Selection(), slots={})
+        comparison = compare_dumps(
+            dumps[0], dump, RuleSet(), Selection(), slots={}, progress=audit.invocation.progress
+        )
         found = comparison.first_divergence()
         if found is not None and first_divergence is None:
             first_divergence = {**found, "run": rel}
