@@ -928,7 +928,7 @@ def demo(state: State, keep: bool) -> int:
     return demo_command.demo(state.invocation(), keep=keep, echo=_echo)
 
 
-# report, history, attest verify (docs/report.md): defined in their own module
+# report, history, attest verify (docs/html-report.md): defined in their own module
 from gates.cli.report import attest_verify, history, report  # noqa: E402
 
 cli.add_command(report)

@@ -1,5 +1,5 @@
 """The command-line definitions of `gates report`, `gates history` and `gates attest verify`,
-kept out of gates/cli/app.py, which registers them with a few lines (docs/report.md)."""
+kept out of gates/cli/app.py, which registers them with a few lines (docs/html-report.md)."""
 
 from __future__ import annotations
 
