@@ -158,6 +158,20 @@ def _request(stamping: RunStamping, **fields: object) -> ReceiptRequest:
     )
 
 
+def _write(
+    workspace: Workspace, stamping: RunStamping, request: ReceiptRequest
+) -> tuple[Receipt, Path]:
+    """One receipt of the run, stamped under the run's freeze (before and after) and signed
+    with its key, the command's stat cache hashing the subjects."""
+    return create_receipt(
+        workspace,
+        request,
+        cache=stamping.cache,
+        freeze=stamping.freeze,
+        signing_key=stamping.signing_key,
+    )
+
+
 def attest_run(
     workspace: Workspace,
     stamping: RunStamping,
@@ -185,14 +199,7 @@ def attest_run(
             "runId": finished.run_id,
         },
     )
-    receipt, _ = create_receipt(
-        workspace,
-        request,
-        cache=stamping.cache,
-        freeze=stamping.freeze,
-        signing_key=stamping.signing_key,
-    )
-    return receipt
+    return _write(workspace, stamping, request)[0]
 
 
 def stamp_outputs(
@@ -204,14 +211,7 @@ def stamp_outputs(
         request = _request(
             stamping, kind=kind, subjects=tuple(files), output=receipt_path, inputs=(run.id,)
         )
-        _, path = create_receipt(
-            workspace,
-            request,
-            cache=stamping.cache,
-            freeze=stamping.freeze,
-            signing_key=stamping.signing_key,
-        )
-        written.append(path)
+        written.append(_write(workspace, stamping, request)[1])
     return written
 
 
