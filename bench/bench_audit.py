@@ -43,7 +43,8 @@ from common import (
 from gates import fastpath
 from gates.commands.init import init
 from gates.core.canonical import pretty_json
-from gates.core.hashing import cache_file, sha256_file
+from gates.core.hashing import cache_path, sha256_file
+from gates.core.invocation import read_invocation
 from gates.freeze.check import evaluate_freeze
 from gates.receipts.create import ReceiptRequest, build_document
 from gates.receipts.model import ArtifactKind, Framework
@@ -277,7 +278,7 @@ def main() -> int:
         status: list[Step] = [(["git", "status", "--porcelain"], None)]
         script = [sys.executable, str(REPO / "audit_source_freeze.py"), "-C", str(root)]
         freeze_console = [str(scripts / "audit-source-freeze"), "-C", str(root)]
-        cache = cache_file(root)
+        cache = cache_path(read_invocation(os.environ).caching, root)
         if cache is not None:
             cache.unlink(missing_ok=True)
         cold = median_seconds_of([(gates, None)], 1, root)

@@ -65,6 +65,7 @@ from gates.core.atomic import write_bytes_atomic
 from gates.core.canonical import pretty_json_bytes
 from gates.core.echo import Output
 from gates.core.hashing import StatCache
+from gates.core.invocation import read_invocation
 from gates.engine.inputs import load_inputs
 from gates.naming.by_family import expect_by_family
 from gates.naming.config_placeholders import resolve
@@ -88,8 +89,10 @@ from gates.checkpoints.ranks import (
     Exchange, RankReport, ShardState, balance, launcher_world, merge_reports, paddle_store)
 from gates.core.hashing import StatCache
 
+import os
+from gates.core.invocation import read_invocation
 folder, out, repeats = Path(sys.argv[1]), Path(sys.argv[2]), int(sys.argv[3])
-world = launcher_world()
+world = launcher_world(read_invocation(os.environ).launcher)
 store = paddle_store()
 checkpoint, _, _ = inspect_checkpoint(folder)
 plan = balance({n: h.file_size for n, h in checkpoint.shards.items()}, world.size)
@@ -223,7 +226,8 @@ def inventory(args: argparse.Namespace, root: Path) -> dict[str, object]:
     candidate = paddle_keyset(reference, mtp, drop_mtp_indexer=True)
     write_header_only(ws / "results/paddle/checkpoint", candidate)
     folders = [ws / "results/torch/checkpoint", ws / "results/paddle/checkpoint"]
-    opened = load_inputs(open_workspace(ws))
+    invocation = read_invocation(os.environ)
+    opened = load_inputs(open_workspace(ws, invocation.environment), invocation)
     lines: list[str] = []
 
     def command() -> None:

@@ -9,9 +9,9 @@ from pathlib import Path
 import pytest
 
 from gates.core.canonical import content_id, pretty_json
-from gates.core.hashing import StatCache, cache_file
+from gates.core.hashing import StatCache
 from gates.receipts.verify import JudgingContext, judge
-from tests.helpers import Workspace, commit_all, write
+from tests.helpers import Workspace, cache_file, commit_all, write
 
 LOSS = "results/paddle/loss.json"
 RECEIPT = "results/paddle/loss.receipt.json"
