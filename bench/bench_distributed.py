@@ -55,8 +55,10 @@ from gates.checkpoints.ranks import (
     Exchange, RankReport, ShardState, balance, launcher_world, merge_reports, paddle_store)
 from gates.core.hashing import StatCache
 
+import os
+from gates.core.invocation import read_invocation
 folder, out, repeats = Path(sys.argv[1]), Path(sys.argv[2]), int(sys.argv[3])
-world = launcher_world()
+world = launcher_world(read_invocation(os.environ).launcher)
 store = paddle_store()
 checkpoint, _, _ = inspect_checkpoint(folder)
 plan = balance({n: h.file_size for n, h in checkpoint.shards.items()}, world.size)

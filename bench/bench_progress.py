@@ -27,8 +27,8 @@ from bench_checkpoint import SHARDS, write_sharded
 from common import OUT, report
 
 from gates.checkpoints.check import check_checkpoint
-from gates.core import progress
 from gates.core.hashing import StatCache
+from gates.core.progress import QUIET, Progress
 
 
 def _terminal() -> tuple[int, threading.Thread]:
@@ -49,9 +49,13 @@ def _terminal() -> tuple[int, threading.Thread]:
     return follower, reader
 
 
-def _hash(root: Path) -> float:
+#: Bars drawn at once (a terminal, no delay), as `gates` draws them on one.
+DRAWN = Progress(shown=True, delay=0.0)
+
+
+def _hash(root: Path, shown: Progress = QUIET) -> float:
     start = time.perf_counter()
-    report_ = check_checkpoint(root, "checkpoint", cache=StatCache(None))
+    report_ = check_checkpoint(root, "checkpoint", cache=StatCache(None), progress=shown)
     elapsed = time.perf_counter() - start
     assert report_.valid and report_.digest
     return elapsed
@@ -68,18 +72,14 @@ def main() -> None:
         root = Path(tmp)
         write_sharded(root / "checkpoint", args.size_mib, SHARDS, 16)
         _hash(root)  # page cache warm for both sides
-        os.environ["GATES_PROGRESS_DELAY"] = "0"
         off: list[float] = []
         on: list[float] = []
         real_stderr = sys.stderr
         for _ in range(args.repeats):
-            progress.silence(True)
             off.append(_hash(root))
-            progress.silence(False)
-            sys.stderr = terminal  # progress draws here: a terminal, so enabled
+            sys.stderr = terminal  # progress draws here: a terminal
             try:
-                assert progress.enabled()
-                on.append(_hash(root))
+                on.append(_hash(root, DRAWN))
             finally:
                 sys.stderr = real_stderr
         updates = _update_cost(terminal, args.size_mib)
@@ -112,7 +112,7 @@ def _update_cost(terminal: object, size_mib: int) -> float:
     sys.stderr = terminal  # type: ignore[assignment]
     try:
         start = time.perf_counter()
-        with progress.bar(reads * READ_CHUNK, "hashing") as shown:
+        with DRAWN.bar(reads * READ_CHUNK, "hashing") as shown:
             advance = _locked(shown.update)
             for _ in range(reads):
                 advance(READ_CHUNK)

@@ -26,7 +26,9 @@ from common import OUT, median_seconds, report
 
 from gates.commands.demo import lay_out
 from gates.commands.freeze import pin
-from gates.sandbox import Request, prepared, support
+from gates.core.hashing import StatCache
+from gates.core.invocation import read_invocation
+from gates.sandbox import Request, SandboxHost, prepared
 from gates.sandbox.materialize import materialize
 from gates.workspace.repository import open_workspace
 
@@ -96,6 +98,7 @@ def gates_run(root: Path, *extra: str) -> float:
 
 def sandboxed_pass(root: Path) -> None:
     """`python -c pass` in the sandbox on the example: materialize, start, end, clean up."""
+    host = SandboxHost.of(read_invocation(os.environ), StatCache(None))
     request = Request(
         root=root,
         commit="HEAD",
@@ -104,8 +107,9 @@ def sandboxed_pass(root: Path) -> None:
         cwd=root,
         output_at=root / "results/paddle",
         protocol={},
+        host=host,
     )
-    with prepared(support(), request) as ready:
+    with prepared(host.support(), request) as ready:
         subprocess.run(ready.argv, env=ready.env, check=True)
 
 

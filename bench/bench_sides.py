@@ -21,8 +21,9 @@ from pathlib import Path
 from bench_audit import build_receipts, build_repository
 from common import OUT, median_seconds, report
 
+from gates.core.invocation import read_invocation
 from gates.engine.audit import code_judge, judge_workspace
-from gates.engine.inputs import load_inputs
+from gates.engine.inputs import AuditInputs, load_inputs
 from gates.workspace.repository import open_workspace
 
 
@@ -37,20 +38,21 @@ def main() -> int:
         os.environ["GATES_CACHE_DIR"] = str(Path(folder) / "cache")
         build_repository(root, args.files)
         build_receipts(root, args.receipts)
-        state = judge_workspace(
-            load_inputs(open_workspace(root))
-        )  # warms the index and the stat cache
+        invocation = read_invocation(os.environ)
+
+        def inputs() -> AuditInputs:
+            return load_inputs(open_workspace(root, invocation.environment), invocation)
+
+        state = judge_workspace(inputs())  # warms the index and the stat cache
         formal = sum(1 for j in state.receipts if j.status.value == "formal")
 
         def code_check() -> None:
-            judge = code_judge(load_inputs(open_workspace(root)), state.freeze)
+            judge = code_judge(inputs(), state.freeze)
             for judgement in state.receipts:
                 if judgement.receipt is not None:
                     judge.problem(judgement.receipt)
 
-        warm = median_seconds(
-            lambda: judge_workspace(load_inputs(open_workspace(root))), args.repeats
-        )
+        warm = median_seconds(lambda: judge_workspace(inputs()), args.repeats)
         alone = median_seconds(code_check, args.repeats)
     report(
         {

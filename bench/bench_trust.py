@@ -24,7 +24,8 @@ from bench_audit import build_receipts, build_repository, git
 from common import OUT, median_seconds, report
 
 from gates.commands.demo import lay_out
-from gates.core.hashing import cache_file
+from gates.core.hashing import cache_path
+from gates.core.invocation import read_invocation
 from gates.receipts.model import ArtifactKind
 from gates.trust.keys import load_key, new_key, public_pem
 
@@ -66,7 +67,7 @@ def main() -> int:
             start = time.perf_counter()
             gates(root, "audit", env=env)
             timings[f"{name}_cold"] = time.perf_counter() - start
-            assert cache_file(root) is not None
+            assert cache_path(read_invocation(env).caching, root) is not None
             timings[f"{name}_warm"] = median_seconds(
                 lambda root=root: gates(root, "audit", env=env), args.repeats
             )

@@ -5,6 +5,7 @@ The fixtures that use them live in tests/conftest.py."""
 from __future__ import annotations
 
 import json
+import os
 import re
 import subprocess
 import sys
@@ -15,7 +16,12 @@ import git
 import pytest
 
 from gates.cli.app import main as gates_main
+from gates.core.hashing import StatCache, cache_path
+from gates.core.invocation import Invocation, read_invocation
+from gates.engine.inputs import AuditInputs, load_inputs
+from gates.sandbox import SandboxHost, SandboxSupport
 from gates.trust.keys import load_key, new_key, public_pem
+from gates.workspace.repository import open_workspace
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 
@@ -253,3 +259,25 @@ class Workspace:
 
     def gates(self, capsys: pytest.CaptureFixture[str], *args: str) -> Result:
         return run_gates(capsys, "-C", str(self.root), *args)
+
+
+def invocation_now(**options: object) -> Invocation:
+    """What the command line would resolve now: the options and the test's environment
+    (the CI key and trust file the fixtures set, its HOME and cache)."""
+    return read_invocation(os.environ, **options)  # type: ignore[arg-type]
+
+
+def inputs_at(root: Path, **options: object) -> AuditInputs:
+    """A command's inputs for the workspace at ``root``, resolved as the command line does."""
+    invocation = invocation_now(**options)
+    return load_inputs(open_workspace(root, invocation.environment), invocation)
+
+
+def cache_file(root: Path, kind: str = "") -> Path | None:
+    """Where the command line keeps the cache ``kind`` of the workspace at ``root`` now."""
+    return cache_path(invocation_now().caching, root, kind)
+
+
+def sandbox_support() -> SandboxSupport:
+    """The sandbox the command line could start here now."""
+    return SandboxHost.of(invocation_now(), StatCache(None)).support()

@@ -9,10 +9,8 @@ import pytest
 
 from gates.core.criteria import Criterion, DischargeStatus, discharge_status
 from gates.engine.audit import run_audit
-from gates.engine.inputs import load_inputs
 from gates.reporters import REPORTERS
-from gates.workspace.repository import open_workspace
-from tests.helpers import Workspace, write
+from tests.helpers import Workspace, inputs_at, write
 
 FREEZE_ID = "contract_environment.source-freeze-head-vs-pin"
 
@@ -332,9 +330,8 @@ def test_text_report_lists_contracts_and_the_verdict(
 
 def test_concurrent_writer_during_audit_blocks(ws: Workspace) -> None:
     only_freeze_contract(ws)
-    workspace = open_workspace(ws.root)
     result = run_audit(
-        load_inputs(workspace), between_reads=lambda: write(ws.root, "paddleformers/tmp.py", "x\n")
+        inputs_at(ws.root), between_reads=lambda: write(ws.root, "paddleformers/tmp.py", "x\n")
     )
     assert result.verdict == "blocked"
     assert any(r.code == "concurrent_writer" for r in result.freeze.reasons)

@@ -11,12 +11,9 @@ from pathlib import Path
 import pytest
 
 import gates.engine.audit
-import gates.engine.inputs
 import gates.receipts.judge_all
-import gates.workspace.repository
-from gates.core.hashing import cache_file
-from gates.receipts.index import INDEX_KIND
-from tests.helpers import Workspace, declare_entrypoints, signed_run, write
+from gates.core.hashing import INDEX_KIND
+from tests.helpers import Workspace, cache_file, declare_entrypoints, inputs_at, signed_run, write
 
 SUBJECTS = ["results/torch/loss.json", "results/paddle/loss.json", "outputs/extra/loss.json"]
 RECEIPTS = 4 * len(SUBJECTS)  # each run: run attestation, manifest, env and loss receipts
@@ -212,8 +209,7 @@ def test_a_kept_judgement_rebuilds_the_validated_receipt(
     from gates.receipts.index import judgement_from_data, judgement_to_data  # noqa: PLC0415
     from gates.receipts.model import Receipt  # noqa: PLC0415
 
-    workspace = gates.workspace.repository.open_workspace(evidence.root)
-    run = gates.engine.audit.judge_workspace(gates.engine.inputs.load_inputs(workspace))
+    run = gates.engine.audit.judge_workspace(inputs_at(evidence.root))
     for judgement in run.receipts:
         data = judgement_to_data(judgement)
         assert data is not None and judgement.receipt is not None

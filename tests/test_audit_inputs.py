@@ -18,8 +18,8 @@ import gates.engine.audit
 import gates.freeze.check
 import gates.policy.contract_files
 from gates.commands.demo import POLICY_REF, lay_out
-from gates.core.hashing import StatCache, cache_file
-from tests.helpers import run_gates
+from gates.core.hashing import StatCache
+from tests.helpers import cache_file, run_gates
 
 
 def _patch_everywhere(monkeypatch: pytest.MonkeyPatch, name: str, real: Any, wrapper: Any) -> None:

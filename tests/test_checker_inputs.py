@@ -12,7 +12,6 @@ import pytest
 from gates.checkers.outputs import receipt_binding
 from gates.commands.tensors import dump_binding
 from gates.engine.audit import judge_workspace
-from gates.engine.inputs import load_inputs
 from gates.receipts.create import ReceiptRequest, create_receipt
 from gates.receipts.index import AuditIndex
 from gates.receipts.judge_all import Wanted
@@ -21,7 +20,7 @@ from gates.receipts.verify import Judgement
 from gates.reporters.json_report import receipt_entry
 from gates.workspace.repository import open_workspace
 from tests import helpers
-from tests.helpers import Workspace, declare_entrypoints, signed_run, write
+from tests.helpers import Workspace, declare_entrypoints, inputs_at, signed_run, write
 from tests.test_loss_check import CAND, REF, train_losses
 
 CHECK_OUTPUT = "experiments/e1/check.receipt.json"
@@ -40,7 +39,7 @@ def _path(judgement: Judgement | None) -> str | None:
 def _assert_judged_as_audited(ws: Workspace, audited: dict[str, dict[str, Any]]) -> None:
     """For every file a receipt binds, every folder of one and every receipt: what a
     checker judges equals the audit's entries, and it picks the audit's binding."""
-    inputs = load_inputs(open_workspace(ws.root))
+    inputs = inputs_at(ws.root)
     whole = judge_workspace(inputs).receipts
     files = sorted({s.path for j in whole if j.receipt for s in j.receipt.subjects})
     folders = sorted({file.rsplit("/", 1)[0] for file in files})

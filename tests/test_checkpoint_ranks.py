@@ -23,6 +23,7 @@ from gates.checkpoints.ranks import (
     launcher_world,
     merge_reports,
 )
+from gates.core.invocation import read_invocation
 from tests.glm_fixture import reference_arrays, write_checkpoint
 from tests.helpers import Workspace, commit_all
 
@@ -122,11 +123,13 @@ def test_two_ranks_give_the_single_process_digest_and_say_who_hashed_what(
 
 TRAINER = """
 import json, sys
+import os
 from gates.checkpoints.ranks import RanksError, launcher_world
 from gates.core.errors import GatesError
+from gates.core.invocation import read_invocation
 from gates.commands.checkpoint import verify_saved_checkpoint
 
-rank = launcher_world().rank
+rank = launcher_world(read_invocation(os.environ).launcher).rank
 results = []
 # after a save: both ranks verify what they wrote
 OFFICIAL = "external:official/glm-5.2"
@@ -221,17 +224,22 @@ def test_merge_names_the_rank_that_failed_strayed_or_never_reported() -> None:
             merge_reports(plan, reports, label="ck", layout_digest="L" * 64, timeout_s=9)
 
 
+def _world(variables: dict[str, str]) -> World:
+    return launcher_world(read_invocation(variables).launcher)
+
+
 def test_the_launcher_environment() -> None:
-    assert launcher_world({}) == World(0, 1)
-    world = launcher_world(
-        {"PADDLE_TRAINER_ID": "1", "PADDLE_TRAINERS_NUM": "4", "PADDLE_LOCAL_SIZE": "2"}
-    )
+    assert _world({}) == World(0, 1)
+    world = _world({"PADDLE_TRAINER_ID": "1", "PADDLE_TRAINERS_NUM": "4", "PADDLE_LOCAL_SIZE": "2"})
     assert world == World(1, 4, 2)
+    assert _world(
+        {"PADDLE_TRAINER_ID": "0", "PADDLE_TRAINERS_NUM": "2", "PADDLE_NPROC_PER_NODE": "2"}
+    ) == World(0, 2, 2)
     for bad in ({"PADDLE_TRAINER_ID": "x", "PADDLE_TRAINERS_NUM": "2"}, {"PADDLE_TRAINER_ID": "1"}):
         with pytest.raises(RanksError, match="launcher environment"):
-            launcher_world(bad)
+            _world(bad)
     with pytest.raises(RanksError, match="rank 2 is not in a world of 2"):
-        launcher_world({"PADDLE_TRAINER_ID": "2", "PADDLE_TRAINERS_NUM": "2"})
+        _world({"PADDLE_TRAINER_ID": "2", "PADDLE_TRAINERS_NUM": "2"})
 
 
 NO_PADDLE = """

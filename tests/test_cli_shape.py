@@ -42,12 +42,9 @@ from gates.commands import (
 )
 from gates.commands import claims as claims_command
 from gates.engine.audit import run_audit
-from gates.engine.inputs import load_inputs
 from gates.freeze.check import evaluate_freeze
 from gates.reporters.verify_export import verify_export
-from gates.sandbox import support
 from gates.tensors.compare import Selection
-from gates.workspace.repository import open_workspace
 from tests.configsem_fixture import CLASS, FIXED, OFFICIAL_REL, candidate_files, set_files
 from tests.glm_fixture import MTP, paddle_arrays, reference_arrays, write_checkpoint
 from tests.helpers import (
@@ -55,8 +52,10 @@ from tests.helpers import (
     RUN_ENV,
     Workspace,
     commit_all,
+    inputs_at,
     profile_args,
     run_gates,
+    sandbox_support,
     write,
 )
 from tests.lossgen import train_losses, write_loss_json
@@ -171,7 +170,7 @@ def _record(
 
 def _results(ws: Workspace, claims: Path, exported: Path) -> dict[tuple[str, str], object]:
     """Each converted command's result, computed as the command computes it."""
-    inputs = load_inputs(open_workspace(ws.root))
+    inputs = inputs_at(ws.root)
     root = inputs.workspace.root
     anchors = inputs.policy.anchors
     found = attest.exported_to(inputs, exported, key_path=None, resource_uri="https://x.invalid/r")
@@ -215,7 +214,7 @@ def _results(ws: Workspace, claims: Path, exported: Path) -> dict[tuple[str, str
 
 def _checked(ws: Workspace) -> dict[tuple[str, str], object]:
     """The checkers' results (each writes its output and receipt: after the others)."""
-    inputs = load_inputs(open_workspace(ws.root))
+    inputs = inputs_at(ws.root)
     root = inputs.workspace.root
     loss = ("results/torch/loss.json", "results/paddle/loss.json")
     return {
@@ -293,7 +292,7 @@ def test_the_checkers_renderers_are_pure(ws: Workspace) -> None:
         ws.root / "results/paddle/checkpoint", paddle_arrays(reference, drop_mtp_indexer=True)
     )
     set_files(ws.root, ws.repo, candidate_files(FIXED))
-    inputs = load_inputs(open_workspace(ws.root))
+    inputs = inputs_at(ws.root)
     root = inputs.workspace.root
     results: dict[str, tuple[Mapping[str, Callable[[Any], str]], object]] = {
         "check config": (
@@ -372,8 +371,8 @@ def test_the_probes_renderers_are_pure(ws: Workspace) -> None:
     # the probe runs the audited repository's entry point, which gates does only inside its
     # sandbox (bubblewrap, else unshare); `make test` installs bubblewrap first, so this skips
     # only where neither can run (docs/sandbox.md), and says which is missing
-    if support().mechanism is None:
-        pytest.skip(f"no sandbox here: {support().reason}; `make bubblewrap` installs one")
+    if (found := sandbox_support()).mechanism is None:
+        pytest.skip(f"no sandbox here: {found.reason}; `make bubblewrap` installs one")
     entry = (
         "import numpy as np\n\n"
         "def build():\n"
@@ -382,7 +381,7 @@ def test_the_probes_renderers_are_pure(ws: Workspace) -> None:
     )
     write(ws.root, "probes/entry.py", entry)
     commit_all(ws.repo, "the probe's entry")
-    inputs = load_inputs(open_workspace(ws.root))
+    inputs = inputs_at(ws.root)
     root = inputs.workspace.root
     found = probe.probe_consumed(
         inputs, "probes/entry.py:build", (), output="outputs/p.receipt.json", cwd=root

@@ -10,7 +10,7 @@ import git
 import pytest
 
 from gates.commands.demo.config_act import CLASS_FILE, config_step
-from tests.helpers import REPO_ROOT, commit_all, run_gates
+from tests.helpers import REPO_ROOT, commit_all, invocation_now, run_gates
 
 
 @pytest.mark.slow
@@ -26,7 +26,7 @@ def test_the_config_step_shows_the_p1_bug_then_the_fix(
     before = (root / CLASS_FILE).read_bytes()
 
     lines: list[str] = []
-    assert config_step(root, echo=lines.append) == (1, 0)
+    assert config_step(root, invocation_now(), echo=lines.append) == (1, 0)
     text = "\n".join(lines)
     reviewed, fixed = text.split("  fixed: ")
     assert "indexer_rope_interleave -> rotary_interleaved: holds false, official true" in reviewed

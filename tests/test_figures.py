@@ -15,7 +15,7 @@ from gates.core.criteria import Criterion, DischargeStatus
 from gates.policy.contract_files import ContractSpec
 from gates.tensors.progress import Progress, TensorFigures, tensor_progress
 from tests import test_checkpoint_cli as checkpoint_cli
-from tests.helpers import Workspace
+from tests.helpers import Workspace, inputs_at
 from tests.test_checkpoint_cli import CAND, REF
 
 CHECKPOINT_UNVERIFIED = "Checkpoint canonical hash equality"
@@ -29,10 +29,8 @@ def _status(ws: Workspace, capsys: pytest.CaptureFixture[str]) -> tuple[list[str
 
 def _results_figures(ws: Workspace) -> ResultsFigures:
     from gates.engine.audit import run_audit  # noqa: PLC0415
-    from gates.engine.inputs import load_inputs  # noqa: PLC0415
-    from gates.workspace.repository import open_workspace  # noqa: PLC0415
 
-    result = run_audit(load_inputs(open_workspace(ws.root)))
+    result = run_audit(inputs_at(ws.root))
     found = [c.figures for c in result.contracts if isinstance(c.figures, ResultsFigures)]
     assert len(found) == 1
     return found[0]

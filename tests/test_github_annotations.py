@@ -11,10 +11,8 @@ import pytest
 
 from gates.core.criteria import Criterion
 from gates.engine.audit import run_audit
-from gates.engine.inputs import load_inputs
 from gates.reporters.github_report import files_named
-from gates.workspace.repository import open_workspace
-from tests.helpers import RUN_ENV, Workspace, write
+from tests.helpers import RUN_ENV, Workspace, inputs_at, write
 
 
 def annotated(ws: Workspace, capsys: pytest.CaptureFixture[str]) -> list[str]:
@@ -103,7 +101,7 @@ def test_only_regular_files_inside_the_workspace_are_named(ws: Workspace, tmp_pa
     (tmp_path / "outside.txt").write_text("outside\n")
     (ws.root / "linked").symlink_to(ws.root / "trainer")
     (ws.root / "outside.txt").symlink_to(tmp_path / "outside.txt")
-    audit = run_audit(load_inputs(open_workspace(ws.root)))
+    audit = run_audit(inputs_at(ws.root))
     given = (
         "../outside.txt",
         str(tmp_path / "outside.txt"),

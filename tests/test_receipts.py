@@ -9,10 +9,10 @@ from pathlib import Path
 import pytest
 
 from gates.core.content_ids import content_id
-from gates.core.hashing import StatCache, cache_file
+from gates.core.hashing import StatCache
 from gates.core.json_writer import pretty_json
 from gates.receipts.verify import JudgingContext, judge
-from tests.helpers import Workspace, commit_all, write
+from tests.helpers import Workspace, cache_file, commit_all, write
 
 LOSS = "results/paddle/loss.json"
 RECEIPT = "results/paddle/loss.receipt.json"

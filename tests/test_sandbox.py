@@ -14,15 +14,14 @@ from pathlib import Path
 
 import pytest
 
-from gates.core.hashing import cache_file
-from gates.freeze.worktree import BLOB_TABLE
-from gates.receipts.index import INDEX_KIND
+from gates.core.hashing import BLOB_TABLE, INDEX_KIND
 from tests.helpers import (
     CPU_PROFILE,
     RUN_ENV,
     SOURCE_FILES,
     TrustSetup,
     Workspace,
+    cache_file,
     declare_entrypoints,
     make_repo,
     profile_args,

@@ -12,8 +12,7 @@ import pytest
 
 from gates.commands.demo import PROFILE
 from gates.commands.demo.tensors_act import probe_step, tensor_step
-from gates.workspace.repository import open_workspace
-from tests.helpers import REPO_ROOT, commit_all, make_repo, run_gates, write
+from tests.helpers import REPO_ROOT, commit_all, inputs_at, make_repo, run_gates, write
 
 EXAMPLE = REPO_ROOT / "examples" / "glm52-minimal"
 
@@ -61,7 +60,7 @@ def test_the_first_divergence_is_a_named_tensor_before_the_loss_diverges(
 @pytest.mark.slow
 def test_demo_tensor_step(example: Path) -> None:
     lines: list[str] = []
-    tensor_step(open_workspace(example), lines.append, PROFILE)
+    tensor_step(inputs_at(example), lines.append, PROFILE)
     text = "\n".join(lines)
     # the torch dump ships receipted, signed with its recorded run (sign_recorded.py)
     assert "results/torch/tensors (recorded dump)" not in text
@@ -90,7 +89,7 @@ def test_probe_explains_the_indexer_tensors_only_when_receipted(
     assert before["met"] is False  # type: ignore[index]
     assert "expected_absent, unexplained: no formal consumption probe" in before["detail"]  # type: ignore[index]
     lines: list[str] = []
-    probe_step(open_workspace(example), lines.append)
+    probe_step(inputs_at(example), lines.append)
     assert "5 of 10 MTP tensors not consumed" in lines[0]
     found = json.loads((example / "outputs/consumption_probe.json").read_text())
     consumed = {t["name"].rsplit(".", 2)[-2]: t["consumed"] for t in found["tensors"]}

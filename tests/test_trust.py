@@ -17,6 +17,7 @@ from securesystemslib.signer import SSlibKey
 
 from gates.receipts.create import ReceiptRequest, create_receipt
 from gates.receipts.model import ArtifactKind, Framework
+from gates.trust.keys import configured_key
 from gates.workspace.repository import open_workspace
 from tests.helpers import (
     CPU_PROFILE,
@@ -24,6 +25,7 @@ from tests.helpers import (
     Workspace,
     commit_all,
     declare_entrypoints,
+    invocation_now,
     make_trust,
     run_script,
     signed_run,
@@ -515,7 +517,7 @@ def test_a_run_cannot_vouch_for_a_file_it_did_not_write(
         inputs=(run["id"],),
         output="results/paddle/extra/loss.receipt.json",
     )
-    create_receipt(workspace, request)
+    create_receipt(workspace, request, signing_key=configured_key(invocation_now().signing_key))
     entry = receipts(audit(trusted, capsys))["results/paddle/extra/loss.receipt.json"]
     assert entry["status"] == "probe"
     assert "bound its files" in str(entry["reason"])

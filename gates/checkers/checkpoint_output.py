@@ -8,7 +8,7 @@ import json
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from gates.checkers.outputs import current_mode, render_figures, write_checker_output
+from gates.checkers.outputs import render_figures, write_checker_output
 from gates.checkpoints.check import CheckpointReport
 from gates.checkpoints.layout import INDEX_NAME
 from gates.core import exitcodes
@@ -80,11 +80,17 @@ RENDERERS: dict[str, Callable[[CheckpointChecked], str]] = {
 
 
 def checked(
-    receipt: Receipt, artifact: str, document: dict[str, object], *, failed: bool
+    receipt: Receipt,
+    artifact: str,
+    document: dict[str, object],
+    *,
+    failed: bool,
+    throwaway: bool,
 ) -> CheckpointChecked:
-    """The result of a check whose output and receipt are written: what it shows of them."""
+    """The result of a check whose output and receipt are written (or, ``throwaway``, not):
+    what it shows of them."""
     shown = {k: v for k, v in document.items() if k not in ("tensor_contents", "format")}
-    return CheckpointChecked(shown, receipt, artifact, current_mode().no_receipt, failed)
+    return CheckpointChecked(shown, receipt, artifact, throwaway, failed)
 
 
 def written(
@@ -105,7 +111,8 @@ def written(
         extra_subjects=subjects,
         failed=failed,
     )
-    return checked(receipt, artifact, document, failed=failed)
+    throwaway = inputs.invocation.checker.no_receipt
+    return checked(receipt, artifact, document, failed=failed, throwaway=throwaway)
 
 
 def finish(

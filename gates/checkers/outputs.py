@@ -11,10 +11,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Iterator
-from contextlib import contextmanager
-from contextvars import ContextVar
-from dataclasses import dataclass
 
 from gates.core.atomic import write_bytes_atomic
 from gates.core.echo import note
@@ -22,7 +18,7 @@ from gates.core.errors import GatesError, ReceiptError
 from gates.core.json_writer import indented_json, pretty_json_bytes
 from gates.core.paths import resolve_inside
 from gates.engine.inputs import AuditInputs
-from gates.freeze.check import FreezeReport, evaluate_freeze
+from gates.freeze.check import FreezeReport
 from gates.outputs.models import check_output
 from gates.receipts.create import ReceiptRequest, build_document, create_receipt
 from gates.receipts.model import RECEIPT_SUFFIX, ArtifactKind, EvidenceClass, Receipt
@@ -33,33 +29,8 @@ from gates.receipts.verify import (
     parse_receipt,
     read_receipt,
 )
-from gates.trust.keys import key_from_environment
+from gates.trust.keys import configured_key
 from gates.workspace.repository import Workspace
-
-
-@dataclass(frozen=True)
-class CheckerMode:
-    """How the command line asked a checker to write (set by the CLI around the checker)."""
-
-    no_receipt: bool = False  # a throwaway check: nothing written
-    force: bool = False  # replace the output even by a downgrade
-    command: tuple[str, ...] | None = None  # the checker's own argv, from the workspace root
-
-
-_MODE: ContextVar[CheckerMode | None] = ContextVar("gates_checker_mode", default=None)
-
-
-@contextmanager
-def checker_mode(mode: CheckerMode) -> Iterator[None]:
-    token = _MODE.set(mode)
-    try:
-        yield
-    finally:
-        _MODE.reset(token)
-
-
-def current_mode() -> CheckerMode:
-    return _MODE.get() or CheckerMode()
 
 
 def artifact_path(receipt_path: str) -> str:
@@ -121,7 +92,7 @@ def write_checker_output(
     workspace = audit.workspace
     artifact = artifact_path(receipt_path)
     check_output(kind, document, artifact)
-    mode = current_mode()
+    mode = audit.invocation.checker
     request = ReceiptRequest(
         kind=kind,
         subjects=(artifact, *extra_subjects),
@@ -134,9 +105,10 @@ def write_checker_output(
     )
     data = pretty_json_bytes(document)
     if mode.no_receipt:
-        return _unwritten_receipt(workspace, request, data), artifact
+        return _unwritten_receipt(audit, request, data), artifact
+    key = configured_key(audit.invocation.signing_key)
     if not mode.force:
-        refusal = downgrade_problem(workspace, request, failed=failed)
+        refusal = downgrade_problem(workspace, request, failed=failed, signed=key is not None)
         if refusal:
             raise GatesError(
                 f"refusing to replace {artifact}: {refusal}",
@@ -147,8 +119,15 @@ def write_checker_output(
     write_bytes_atomic(resolve_inside(workspace.root, artifact, what="checker output"), data)
     freeze = None
     if judged_under is not None:
-        freeze = (judged_under, evaluate_freeze(workspace.root, workspace.config))
-    receipt, _ = create_receipt(workspace, request, cache=audit.cache, freeze=freeze)
+        freeze = (judged_under, audit.judge_freeze())
+    receipt, _ = create_receipt(
+        workspace,
+        request,
+        cache=audit.cache,
+        freeze=freeze,
+        signing_key=key,
+        freeze_inputs=audit.freeze_inputs,
+    )
     audit.cache.save()
     if mode.command is not None:  # from the command line (the demo and the API stay quiet)
         from gates.engine.counting import what_counts  # noqa: PLC0415  (counting imports the engine)
@@ -159,8 +138,11 @@ def write_checker_output(
     return receipt, artifact
 
 
-def downgrade_problem(workspace: Workspace, request: ReceiptRequest, *, failed: bool) -> str:
-    """Why writing ``request`` over the output already there would be a downgrade ("" if not).
+def downgrade_problem(
+    workspace: Workspace, request: ReceiptRequest, *, failed: bool, signed: bool
+) -> str:
+    """Why writing ``request`` (``signed`` or not) over the output already there would be a
+    downgrade ("" if not).
 
     An unreadable or rejected receipt there may be replaced: it counts for nothing.
     """
@@ -170,7 +152,7 @@ def downgrade_problem(workspace: Workspace, request: ReceiptRequest, *, failed: 
     except (ReceiptRejectedError, OSError):
         return ""
     was_formal = existing.evidence_class is EvidenceClass.FORMAL
-    if existing.attestation is not None and key_from_environment() is None:
+    if existing.attestation is not None and not signed:
         return (
             "the output there is signed and this one would be unsigned "
             "(GATES_SIGNING_KEY is not set)"
@@ -198,13 +180,13 @@ def _passed(workspace: Workspace, receipt: Receipt) -> bool:
     )
 
 
-def _unwritten_receipt(workspace: Workspace, request: ReceiptRequest, data: bytes) -> Receipt:
+def _unwritten_receipt(audit: AuditInputs, request: ReceiptRequest, data: bytes) -> Receipt:
     """The receipt a throwaway check would have had (unsigned, not written): its stamp and
     reasons are shown, nothing lands in the workspace."""
     subjects: list[dict[str, object]] = [
         {"path": request.subjects[0], "size": len(data), "sha256": hashlib.sha256(data).hexdigest()}
     ]
-    freeze = evaluate_freeze(workspace.root, workspace.config)
+    freeze = audit.judge_freeze()
     return parse_receipt(build_document(request, subjects, freeze, freeze))
 
 
@@ -214,11 +196,11 @@ def render_figures(
     artifact: str,
     *,
     as_json: bool,
-    throwaway: bool | None = None,
+    throwaway: bool,
 ) -> str:
     """`key=value` lines and where the output went, or one JSON object. ``throwaway``: the
-    check wrote nothing (--no-receipt); None reads it from the checker's mode."""
-    no_receipt = current_mode().no_receipt if throwaway is None else throwaway
+    check wrote nothing (--no-receipt)."""
+    no_receipt = throwaway
     if as_json:
         if no_receipt:
             return indented_json({**figures, "output": None, "receipt": None})

@@ -16,6 +16,7 @@ from gates.checkpoints.incomplete import changed_while_checked, incomplete_findi
 from gates.checkpoints.layout import Checkpoint, load_checkpoint_and_index
 from gates.checkpoints.survey import Survey, survey
 from gates.core.hashing import StatCache
+from gates.core.progress import QUIET, Progress
 from gates.naming.rules import RuleSet
 
 if TYPE_CHECKING:
@@ -93,6 +94,7 @@ def check_checkpoint(
     shard_range: ShardRange | None = None,
     hash_contents: bool = True,
     label: str | None = None,
+    progress: Progress = QUIET,
 ) -> CheckpointReport:
     """Read headers, check hygiene, and hash the (selected) shards of one checkpoint.
 
@@ -113,6 +115,7 @@ def check_checkpoint(
             cache=cache,
             cache_prefix=name,
             threads=threads or default_threads(),
+            progress=progress,
         )
         changed = changed_while_checked(before, stat_keys(folder, selected))
         if changed:

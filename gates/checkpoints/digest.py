@@ -32,8 +32,8 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 from gates.checkpoints.layout import Checkpoint
-from gates.core import progress
 from gates.core.hashing import StatCache
+from gates.core.progress import QUIET, Progress
 from gates.safetensors.header import TensorEntry
 
 READ_CHUNK = 16 * 1024 * 1024
@@ -114,6 +114,7 @@ def hash_shards(
     cache: StatCache,
     cache_prefix: str,
     threads: int,
+    progress: Progress = QUIET,
 ) -> dict[str, str]:
     """Content digests of every tensor of the given shards; unchanged shards come from cache."""
     digests: dict[str, str] = {}
@@ -135,7 +136,7 @@ def hash_shards(
         ThreadPoolExecutor(max_workers=max(threads, 1)) as pool,
         progress.bar(total, label) as shown,
     ):
-        advance = _locked(shown.update) if progress.enabled() else _ignore
+        advance = _locked(shown.update) if progress.shown else _ignore
         for shard, path, info, key in todo:
             found = _hash_shard(checkpoint.folder, shard, checkpoint, pool, advance)
             cache.remember("shards", key, path, info, json.dumps(found, sort_keys=True))

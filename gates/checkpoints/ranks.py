@@ -17,13 +17,13 @@ one process and for many; world size 1 never touches Paddle.
 from __future__ import annotations
 
 import json
-import os
 import time
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
 from typing import Any, Protocol
 
 from gates.core.errors import GatesError
+from gates.core.invocation import Launcher
 
 DEFAULT_TIMEOUT_S = 7200.0
 POLL_S = 0.2
@@ -43,10 +43,10 @@ class World:
     local_size: int = 1
 
 
-def launcher_world(environ: Mapping[str, str] | None = None) -> World:
-    """This process's rank and the world size from the launcher's environment (1 without one)."""
-    env = os.environ if environ is None else environ
-    raw_rank, raw_size = env.get("PADDLE_TRAINER_ID"), env.get("PADDLE_TRAINERS_NUM")
+def launcher_world(launcher: Launcher) -> World:
+    """This process's rank and the world size from the launcher's variables (the command's
+    invocation: `Invocation.launcher`; 1 without one)."""
+    raw_rank, raw_size = launcher.rank, launcher.world
     if raw_size is None and raw_rank is None:
         return World(0, 1)
     try:
@@ -59,7 +59,7 @@ def launcher_world(environ: Mapping[str, str] | None = None) -> World:
         ) from None
     if size < 1 or not 0 <= rank < size:
         raise RanksError(f"launcher environment: rank {rank} is not in a world of {size}")
-    local = env.get("PADDLE_LOCAL_SIZE") or env.get("PADDLE_NPROC_PER_NODE") or "1"
+    local = launcher.local_size or "1"
     return World(rank, size, max(1, int(local)) if local.isdigit() else 1)
 
 

@@ -5,6 +5,8 @@ Every error becomes one line on stderr and exit 2; `--debug` adds the traceback.
 
 from __future__ import annotations
 
+import dataclasses
+import os
 import sys
 import traceback
 from collections.abc import Callable
@@ -18,6 +20,7 @@ from gates.cli.options import _echo, rendered_by
 from gates.core import exitcodes
 from gates.core.echo import Output
 from gates.core.errors import GatesError
+from gates.core.invocation import CheckerMode, Invocation, read_invocation
 from gates.receipts.kinds import ArtifactKind, EvidenceClass, Framework
 from gates.workspace.repository import Workspace, open_workspace
 
@@ -30,19 +33,45 @@ _PROFILE_KEY_CHARS = set("abcdefghijklmnopqrstuvwxyz0123456789_")
 
 
 class State:
-    def __init__(self, directory: Path, policy_ref: str | None, trust: Path | None) -> None:
+    """The global options, and the one place the environment is read: `invocation`."""
+
+    def __init__(
+        self,
+        directory: Path,
+        policy_ref: str | None,
+        trust: Path | None,
+        *,
+        machine_output: bool = False,
+    ) -> None:
         self.directory = directory
         self.policy_ref = policy_ref
         self.trust = trust
+        self.machine_output = machine_output  # `--format json` on the command line
 
-    def inputs(self) -> AuditInputs:
+    def invocation(
+        self, *, verify_all: bool = False, checker: CheckerMode | None = None
+    ) -> Invocation:
+        """What this command takes from outside its arguments, resolved once: the options
+        and the environment."""
+        return read_invocation(
+            os.environ,
+            policy_ref=self.policy_ref,
+            trust=self.trust,
+            verify_all=verify_all,
+            checker=checker,
+            terminal=sys.stderr.isatty(),
+            machine_output=self.machine_output,
+        )
+
+    def inputs(
+        self, *, verify_all: bool = False, checker: CheckerMode | None = None
+    ) -> AuditInputs:
         """The command's inputs: the workspace under the policy in force (its settings; the
-        worktree's pin), that policy, and what is read from it once."""
+        worktree's pin), that policy, what is read from it once, and the invocation."""
         from gates.engine.inputs import load_inputs
 
-        return load_inputs(
-            open_workspace(self.directory), ref_option=self.policy_ref, trust=self.trust
-        )
+        invocation = self.invocation(verify_all=verify_all, checker=checker)
+        return load_inputs(open_workspace(self.directory, invocation.environment), invocation)
 
     def workspace(self) -> Workspace:
         """The workspace under the policy in force, for a command that judges nothing."""
@@ -54,6 +83,13 @@ class State:
 
 
 pass_state = click.make_pass_decorator(State)
+
+
+@dataclasses.dataclass(frozen=True)
+class _Started:
+    """What `main` saw of the whole command line before click parsed it."""
+
+    machine_output: bool  # `--format json` somewhere: no progress bars beside the document
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
@@ -83,7 +119,8 @@ def cli(
 ) -> None:
     """Evidence-gated governance for cross-framework training alignment."""
     del debug  # read by main() from the parsed options: tracebacks for errors
-    ctx.obj = State(directory, policy_ref, trust)
+    machine_output = isinstance(ctx.obj, _Started) and ctx.obj.machine_output
+    ctx.obj = State(directory, policy_ref, trust, machine_output=machine_output)
 
 
 @cli.command()
@@ -111,11 +148,9 @@ _VERIFY_ALL = click.option(
 def audit(state: State, out: Output, verify_all: bool) -> int:
     """Evaluate every contract: exit 0 pass, 1 blocked, 2 error."""
     from gates.commands import audit as audit_command
-    from gates.core.hashing import verifying_all
 
     try:
-        with verifying_all(verify_all):
-            code = audit_command.audit(state.inputs(), out=out)
+        code = audit_command.audit(state.inputs(verify_all=verify_all), out=out)
     except Exception as error:
         if out.as_json:  # stdout holds exactly one JSON document, even now
             out.echo(audit_command.error_document(error))
@@ -150,7 +185,8 @@ def freeze_show(state: State, out: Output) -> int:
     """Print verdict=pass|blocked and one reason a line."""
     from gates.commands import freeze as freeze_command
 
-    return freeze_command.show(state.workspace(), out=out)
+    inputs = state.inputs()
+    return freeze_command.show(inputs.workspace, inputs.freeze_inputs, out=out)
 
 
 @freeze.command("pin")
@@ -245,7 +281,7 @@ def receipt_create(
         output=output,
         overwrite=force,
     )
-    return receipt_command.create(state.workspace(), request, echo=_echo)
+    return receipt_command.create(state.inputs(), request, echo=_echo)
 
 
 @receipt.command("verify")
@@ -293,12 +329,13 @@ def check_loss(
     bit_exact: bool,
     output: str,
     out: Output,
+    checker: CheckerMode,
 ) -> int:
     """Compare REFERENCE and CANDIDATE losses (loss.json or raw_loss.jsonl, or run folders)."""
     from gates.commands import check as check_command
 
     return check_command.check_loss(
-        state.inputs(),
+        state.inputs(checker=checker),
         reference,
         candidate,
         required_steps=required_steps,
@@ -314,12 +351,14 @@ def check_loss(
 @_output("outputs/determinism_check.receipt.json")
 @rendered_by("gates.commands.check:RENDERERS", "text")
 @pass_state
-def check_determinism(state: State, runs: tuple[str, ...], output: str, out: Output) -> int:
+def check_determinism(
+    state: State, runs: tuple[str, ...], output: str, out: Output, checker: CheckerMode
+) -> int:
     """Repeats of one side and profile: are all RUNS bit-identical?"""
     from gates.commands import check as check_command
 
     return check_command.check_determinism(
-        state.inputs(),
+        state.inputs(checker=checker),
         runs,
         output=output,
         cwd=state.cwd(),
@@ -351,6 +390,7 @@ def check_tensors(
     phases: tuple[str, ...],
     output: str,
     out: Output,
+    checker: CheckerMode,
 ) -> int:
     """Compare two tensor dumps bit for bit through the naming rules; locate the first
     divergence."""
@@ -364,7 +404,7 @@ def check_tensors(
         raise click.BadParameter(str(exc), param_hint="--steps") from None
     selection = Selection(step_range, parse_phases(phases) if phases else PHASES, bool(phases))
     return tensors_command.check_tensors(
-        state.inputs(),
+        state.inputs(checker=checker),
         reference,
         candidate,
         rules=rules,
@@ -416,6 +456,7 @@ def check_checkpoint(
     verify_all: bool,
     output: str,
     out: Output,
+    checker: CheckerMode,
 ) -> int:
     """Validity, hygiene, tensor count and canonical digest of the checkpoint in FOLDER.
 
@@ -423,21 +464,19 @@ def check_checkpoint(
     path). Under `python -m paddle.distributed.launch` the ranks share the hashing.
     """
     from gates.commands import checkpoint as checkpoint_command
-    from gates.core.hashing import verifying_all
 
     if merge:
         if folder or against or shard_range:
             raise click.UsageError(
                 "--merge takes receipts only: no FOLDER, --against or --shard-range"
             )
-        with verifying_all(verify_all):
-            return checkpoint_command.merge(
-                state.inputs(),
-                merge,
-                output=output,
-                cwd=state.cwd(),
-                out=out,
-            )
+        return checkpoint_command.merge(
+            state.inputs(verify_all=verify_all, checker=checker),
+            merge,
+            output=output,
+            cwd=state.cwd(),
+            out=out,
+        )
     if folder is None:
         raise click.UsageError("give the checkpoint FOLDER (or --merge RECEIPT...)")
     if shard_range and against:
@@ -448,19 +487,18 @@ def check_checkpoint(
         selected = ShardRange.parse(shard_range) if shard_range else None
     except ValueError as exc:
         raise click.BadParameter(str(exc), param_hint="--shard-range") from None
-    with verifying_all(verify_all):
-        return checkpoint_command.check(
-            state.inputs(),
-            folder,
-            against=against,
-            rules=rules,
-            shard_range=selected,
-            threads=threads,
-            output=output,
-            cwd=state.cwd(),
-            out=out,
-            rank_timeout=rank_timeout,
-        )
+    return checkpoint_command.check(
+        state.inputs(verify_all=verify_all, checker=checker),
+        folder,
+        against=against,
+        rules=rules,
+        shard_range=selected,
+        threads=threads,
+        output=output,
+        cwd=state.cwd(),
+        out=out,
+        rank_timeout=rank_timeout,
+    )
 
 
 @check.command("config")
@@ -503,12 +541,13 @@ def check_config(
     env: tuple[str, ...],
     output: str,
     out: Output,
+    checker: CheckerMode,
 ) -> int:
     """Load OFFICIAL (config.json) with the candidate class: covered, meant, read, saved."""
     from gates.commands import config_check
 
     return config_check.check_config(
-        state.inputs(),
+        state.inputs(checker=checker),
         official,
         class_path=class_path,
         table=table,
@@ -534,13 +573,18 @@ def probe() -> None:
 @rendered_by("gates.commands.probe:RENDERERS", "text")
 @pass_state
 def probe_consumed(
-    state: State, entry: str, tensors: tuple[str, ...], output: str, out: Output
+    state: State,
+    entry: str,
+    tensors: tuple[str, ...],
+    output: str,
+    out: Output,
+    checker: CheckerMode,
 ) -> int:
     """Which named tensors does ENTRY's forward consume? (FUNCTION returns (forward, tensors).)"""
     from gates.commands import probe as probe_command
 
     return probe_command.consumed(
-        state.inputs(),
+        state.inputs(checker=checker),
         entry,
         tensors,
         output=output,
@@ -562,13 +606,19 @@ def inventory() -> None:
 @rendered_by("gates.commands.inventory:RENDERERS", "text")
 @pass_state
 def inventory_diff(
-    state: State, reference: str, candidate: str, rules: str | None, output: str, out: Output
+    state: State,
+    reference: str,
+    candidate: str,
+    rules: str | None,
+    output: str,
+    out: Output,
+    checker: CheckerMode,
 ) -> int:
     """Every difference between two checkpoints' inventories, classified by the naming rules."""
     from gates.commands import inventory as inventory_command
 
     return inventory_command.diff(
-        state.inputs(),
+        state.inputs(checker=checker),
         reference,
         candidate,
         rules=rules,
@@ -870,14 +920,15 @@ def attest_export(
 
 @cli.command()
 @click.option("--keep", is_flag=True, help="Keep the temporary workspace to explore it.")
-def demo(keep: bool) -> int:
+@pass_state
+def demo(state: State, keep: bool) -> int:
     """Show the whole story on a small workspace built in a temporary folder."""
     from gates.commands import demo as demo_command
 
-    return demo_command.demo(keep=keep, echo=_echo)
+    return demo_command.demo(state.invocation(), keep=keep, echo=_echo)
 
 
-# report, history, attest verify (docs/report.md): defined in their own module
+# report, history, attest verify (docs/html-report.md): defined in their own module
 from gates.cli.report import attest_verify, history, report  # noqa: E402
 
 cli.add_command(report)
@@ -898,11 +949,10 @@ def main(argv: list[str] | None = None) -> NoReturn:
     """
     args = list(argv if argv is not None else sys.argv[1:])
     ctx: click.Context | None = None
-    from gates.core import progress
+    from gates.core.progress import asks_for_json
 
-    progress.silence(progress.asks_for_json(args))
     try:
-        ctx = cli.make_context("gates", args)
+        ctx = cli.make_context("gates", args, obj=_Started(asks_for_json(args)))
         with ctx:
             code = cli.invoke(ctx)  # a command returns its exit code
     except click.exceptions.Exit as done:

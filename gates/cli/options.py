@@ -121,7 +121,8 @@ def _workspace_command(ctx: click.Context) -> tuple[str, ...]:
 
 
 def checker_options(default: str) -> Callable[[F], F]:
-    """-o/--output, --no-receipt and --force for a checker command."""
+    """-o/--output, --no-receipt and --force for a checker command, which gets them as its
+    ``checker`` argument (a `CheckerMode`) for its invocation."""
 
     def decorate(function: F) -> F:
         @click.option(
@@ -145,12 +146,11 @@ def checker_options(default: str) -> Callable[[F], F]:
         )
         @functools.wraps(function)
         def wrapper(*args: Any, no_receipt: bool, force_replace: bool, **kwargs: Any) -> Any:
-            from gates.checkers.outputs import CheckerMode, checker_mode
+            from gates.core.invocation import CheckerMode
 
             ctx = click.get_current_context()
-            mode = CheckerMode(no_receipt, force_replace, _workspace_command(ctx))
-            with checker_mode(mode):
-                return function(*args, **kwargs)
+            checker = CheckerMode(no_receipt, force_replace, _workspace_command(ctx))
+            return function(*args, checker=checker, **kwargs)
 
         return wrapper  # type: ignore[return-value]
 

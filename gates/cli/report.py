@@ -1,5 +1,5 @@
 """The command-line definitions of `gates report`, `gates history` and `gates attest verify`,
-kept out of gates/cli/app.py, which registers them with a few lines (docs/report.md)."""
+kept out of gates/cli/app.py, which registers them with a few lines (docs/html-report.md)."""
 
 from __future__ import annotations
 
@@ -10,8 +10,10 @@ import click
 
 from gates.cli.options import rendered_by
 from gates.core.echo import Output
+from gates.core.invocation import Given
 
 if TYPE_CHECKING:
+    from gates.core.invocation import Invocation
     from gates.engine.inputs import AuditInputs
     from gates.workspace.repository import Workspace
 
@@ -25,6 +27,8 @@ class State(Protocol):
     def workspace(self) -> Workspace: ...
 
     def inputs(self) -> AuditInputs: ...
+
+    def invocation(self) -> Invocation: ...
 
     def cwd(self) -> Path: ...
 
@@ -46,7 +50,10 @@ def attest_verify(
     """Verify exported envelopes and the VSA with a trust file: exit 0 verified, 1 not."""
     from gates.commands import attest as attest_command
 
-    anchors = attest_command.anchors_for_verify(trust_path or state.trust)
+    given = state.invocation().trust
+    if trust_path is not None:
+        given = Given(trust_path, "--trust")
+    anchors = attest_command.anchors_for_verify(given)
     return attest_command.verify(state.cwd() / folder, anchors, expect_pass=expect_pass, out=out)
 
 
@@ -110,7 +117,5 @@ def history(
         fill=fill,
         key_path=key_path,
         depth=depth,
-        policy_ref=state.policy_ref,
-        trust=state.trust,
         out=out,
     )

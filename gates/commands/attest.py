@@ -12,6 +12,7 @@ from gates.core import exitcodes
 from gates.core.atomic import write_text_atomic
 from gates.core.content_ids import content_id
 from gates.core.echo import Output
+from gates.core.invocation import Given
 from gates.core.json_writer import indented_json, pretty_json
 from gates.engine.audit import run_audit
 from gates.engine.inputs import AuditInputs
@@ -19,14 +20,9 @@ from gates.engine.summary import summarize
 from gates.receipts.verify import Status
 from gates.reporters.verify_export import ExportCheck, verify_export
 from gates.reporters.vsa import repository_uri, vsa_statement
-from gates.trust.anchors import (
-    Anchors,
-    TrustError,
-    load_trust_file,
-    trust_file_from_environment,
-)
+from gates.trust.anchors import Anchors, TrustError, load_trust_file
 from gates.trust.envelope import sign_statement
-from gates.trust.keys import key_from_environment, load_key
+from gates.trust.keys import configured_key, load_key
 
 
 def _envelope_name(receipt_path: str) -> str:
@@ -66,7 +62,7 @@ def exported_to(
 ) -> Exported:
     """Every accepted receipt's envelope and the verdict's VSA written to ``folder``."""
     workspace = inputs.workspace
-    key = load_key(key_path) if key_path else key_from_environment()
+    key = load_key(key_path) if key_path else configured_key(inputs.invocation.signing_key)
     repository = repository_uri(workspace.root, resource_uri)
     result = run_audit(inputs)
     envelopes = []
@@ -231,9 +227,9 @@ def verify(folder: Path, anchors: Anchors, *, expect_pass: bool, out: Output) ->
     return exitcodes.BLOCKED if verified.failed else exitcodes.OK
 
 
-def anchors_for_verify(option: Path | None) -> Anchors:
+def anchors_for_verify(given: Given[Path] | None) -> Anchors:
     """The trust file named by --trust or GATES_TRUST: verification needs one."""
-    path = trust_file_from_environment(option)
+    path = given.value if given is not None else None
     if path is None:
         raise TrustError(
             "no trust file to verify with",

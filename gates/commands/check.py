@@ -7,15 +7,15 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from gates.checkers.outputs import (
-    current_mode,
     receipt_binding,
     render_figures,
     write_checker_output,
 )
-from gates.core import exitcodes, progress
+from gates.core import exitcodes
 from gates.core.echo import Output
 from gates.core.errors import GatesError
 from gates.core.paths import resolve_inside, to_workspace_relpath
+from gates.core.progress import Progress
 from gates.engine.audit import judge_workspace
 from gates.engine.inputs import AuditInputs
 from gates.losses.compare import compare_losses, compare_repeats
@@ -41,7 +41,9 @@ def _loss_path(workspace: Workspace, given: str, cwd: Path) -> str:
     return relpath
 
 
-def _read_both(root: Path, ref_rel: str, cand_rel: str) -> tuple[LossSeries, LossSeries]:
+def _read_both(
+    root: Path, ref_rel: str, cand_rel: str, progress: Progress
+) -> tuple[LossSeries, LossSeries]:
     """Both series, with progress by file bytes (10 million steps take seconds each)."""
     sizes = [
         (root / rel).stat().st_size if (root / rel).is_file() else 0 for rel in (ref_rel, cand_rel)
@@ -128,7 +130,7 @@ def loss_check(
     workspace = audit.workspace
     ref_rel = _loss_path(workspace, reference, cwd)
     cand_rel = _loss_path(workspace, candidate, cwd)
-    ref, cand = _read_both(workspace.root, ref_rel, cand_rel)
+    ref, cand = _read_both(workspace.root, ref_rel, cand_rel, audit.invocation.progress)
     comparison = compare_losses(ref, cand, required_steps)
     judged = judge_workspace(audit, wanted=Wanted(files=(ref_rel, cand_rel)))
     receipts = judged.receipts
@@ -154,7 +156,8 @@ def loss_check(
         if series.rounded
     )
     failed = not comparison.length_match or (bit_exact and not comparison.bit_exact_required_steps)
-    return LossChecked(figures, receipt, artifact, current_mode().no_receipt, not failed, remarks)
+    throwaway = audit.invocation.checker.no_receipt
+    return LossChecked(figures, receipt, artifact, throwaway, not failed, remarks)
 
 
 def check_loss(
@@ -230,4 +233,5 @@ def determinism_check(
     receipt, artifact = write_checker_output(
         audit, output, ArtifactKind.LOSS_CHECK, document, bound, judged_under=judged.freeze
     )
-    return LossChecked(figures, receipt, artifact, current_mode().no_receipt, result.deterministic)
+    throwaway = audit.invocation.checker.no_receipt
+    return LossChecked(figures, receipt, artifact, throwaway, result.deterministic)

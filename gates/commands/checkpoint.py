@@ -4,6 +4,7 @@ checkpoint; against a reference through the naming rules; by slices and merged."
 from __future__ import annotations
 
 import contextlib
+import os
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
@@ -25,6 +26,7 @@ from gates.core.content_ids import strict_loads
 from gates.core.echo import Echo, Output
 from gates.core.errors import GatesError, UnsafePathError
 from gates.core.hashing import StatCache
+from gates.core.invocation import read_invocation
 from gates.core.paths import to_workspace_relpath
 from gates.core.resources import validator
 from gates.engine.audit import judge_workspace
@@ -62,7 +64,7 @@ def check(
 
     Under `paddle.distributed.launch` (world size > 1) the launcher's ranks share the work.
     """
-    world = launcher_world()
+    world = launcher_world(audit.invocation.launcher)
     if world.size > 1:
         if shard_range or against:
             raise GatesError(
@@ -128,6 +130,7 @@ def checkpoint_check(
         threads=threads,
         shard_range=shard_range,
         label=location.label,
+        progress=audit.invocation.progress,
     )
     document = output_document(report, "partial" if shard_range else "full")
     if shard_range:
@@ -142,7 +145,12 @@ def checkpoint_check(
         ruleset, _ = resolve_rules(audit, rules, cwd)
         other = locate(roots, against, cwd)
         reference = check_checkpoint(
-            other.base, other.relpath, cache=cache, threads=threads, label=other.label
+            other.base,
+            other.relpath,
+            cache=cache,
+            threads=threads,
+            label=other.label,
+            progress=audit.invocation.progress,
         )
         pair = compare_pair(reference, report, ruleset)
         document["against"] = {
@@ -236,7 +244,8 @@ def merge(
         audit, output, ArtifactKind.CHECKPOINT_CHECK, merged, inputs, judged_under=judged.freeze
     )
     failed = not (first["valid"] and first["hygiene_clean"])
-    out.render(RENDERERS, checked(receipt, artifact, merged, failed=failed))
+    throwaway = audit.invocation.checker.no_receipt
+    out.render(RENDERERS, checked(receipt, artifact, merged, failed=failed, throwaway=throwaway))
     return exitcodes.BLOCKED if failed else exitcodes.OK
 
 
@@ -257,8 +266,9 @@ def verify_saved_checkpoint(
     its receipt; every rank returns rank 0's exit code (0 valid and clean, 1
     not, 2 error). In a single process it is `gates check checkpoint FOLDER`.
     """
+    invocation = read_invocation(os.environ)
     return check(
-        load_inputs(open_workspace(Path(workspace))),
+        load_inputs(open_workspace(Path(workspace), invocation.environment), invocation),
         str(folder),
         against=None,
         rules=None,

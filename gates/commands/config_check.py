@@ -17,7 +17,6 @@ from pathlib import Path
 from typing import Any
 
 from gates.checkers.outputs import (
-    current_mode,
     receipt_binding,
     render_figures,
     write_checker_output,
@@ -173,7 +172,7 @@ def config_check(
     source = workspace.root / semantics.source if semantics.source else None
     if source is not None and not source.is_dir():
         raise GatesError("not a folder of the workspace", file=semantics.source)
-    tree = Tree(workspace.root, workspace.config.evidence.locations)
+    tree = Tree(workspace.root, workspace.config.evidence.locations, audit.sandbox_host)
     candidate = Candidate(class_path, source, semantics.source or "installed", tree)
     report = run_check(
         semantics, loaded, candidate, env=read_env_files(workspace.root, semantics.env)
@@ -185,7 +184,7 @@ def config_check(
     receipt, artifact = write_checker_output(
         audit, output, ArtifactKind.CONFIG_CHECK, document, inputs, judged_under=judged.freeze
     )
-    return ConfigChecked(report, document, receipt, artifact, current_mode().no_receipt)
+    return ConfigChecked(report, document, receipt, artifact, audit.invocation.checker.no_receipt)
 
 
 def _document(table: Table, report: ConfigReport, table_name: str) -> dict[str, object]:

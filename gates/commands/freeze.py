@@ -12,9 +12,9 @@ from gates.core.atomic import write_text_atomic
 from gates.core.echo import Echo, Output
 from gates.core.errors import ConfigError
 from gates.core.json_writer import indented_json
-from gates.freeze.check import FreezeConfig, FreezeReport, evaluate_freeze
+from gates.freeze.check import FreezeInputs, FreezeReport, evaluate_freeze
 
-if TYPE_CHECKING:  # the freeze script runs without loading the config models
+if TYPE_CHECKING:
     from gates.workspace.repository import Workspace
 
 _TABLE_HEADER = re.compile(r"^\s*\[\s*([^\[\]]+?)\s*\]\s*(#.*)?$")
@@ -37,17 +37,10 @@ RENDERERS: dict[str, Callable[[FreezeReport], str]] = {
 }
 
 
-def show(workspace: Workspace, *, out: Output) -> int:
+def show(workspace: Workspace, freeze: FreezeInputs, *, out: Output) -> int:
     """Exit 0 when the freeze passes, else 1."""
-    report = evaluate_freeze(workspace.root, workspace.config)
+    report = evaluate_freeze(workspace.root, workspace.config, freeze)
     out.render(RENDERERS, report)
-    return exitcodes.OK if report.verdict == "pass" else exitcodes.BLOCKED
-
-
-def show_settings(root: Path, config: FreezeConfig, *, as_json: bool, echo: Echo) -> int:
-    """`gates freeze show` without the workspace's models (the lean freeze script)."""
-    report = evaluate_freeze(root, config)
-    echo(render_freeze(report, as_json=as_json))
     return exitcodes.OK if report.verdict == "pass" else exitcodes.BLOCKED
 
 

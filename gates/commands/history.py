@@ -4,11 +4,10 @@ temporary worktree; `--step N` says since when step N is bit-exact and what brok
 
 from __future__ import annotations
 
-import contextlib
-import os
+import dataclasses
 import shutil
 import tempfile
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -17,16 +16,11 @@ from gates.core import exitcodes
 from gates.core.echo import Output, note
 from gates.core.errors import GatesError
 from gates.core.git import run_git
+from gates.core.invocation import SIGNING_KEY_VARIABLE, Invocation
 from gates.core.json_writer import indented_json
 from gates.reporters.history import Entry, NoteState, StepStory, history, record, step_story
 from gates.trust.anchors import Anchors
-from gates.trust.keys import (
-    SIGNING_KEY_VARIABLE,
-    SigningKey,
-    SigningKeyError,
-    key_from_environment,
-    load_key,
-)
+from gates.trust.keys import SigningKey, SigningKeyError, configured_key, load_key
 from gates.workspace.repository import open_workspace
 
 if TYPE_CHECKING:
@@ -41,20 +35,16 @@ def _audit(inputs: AuditInputs) -> AuditResult:
     return run_audit(inputs)
 
 
-@contextlib.contextmanager
-def _key_hidden() -> Iterator[None]:
-    """The key is in memory: the audits that follow (and any subprocess they start) do not
-    learn where its file is from the environment."""
-    saved = os.environ.pop(SIGNING_KEY_VARIABLE, None)
-    try:
-        yield
-    finally:
-        if saved is not None:
-            os.environ[SIGNING_KEY_VARIABLE] = saved
+def key_hidden(invocation: Invocation) -> Invocation:
+    """The key is in memory: the audits that follow (and any process they start) are not
+    told where its file is."""
+    environment = {k: v for k, v in invocation.environment.items() if k != SIGNING_KEY_VARIABLE}
+    return dataclasses.replace(invocation, signing_key=None, environment=environment)
 
 
-def signing_key(key_path: Path | None) -> SigningKey:
-    key = load_key(key_path) if key_path else key_from_environment()
+def signing_key(key_path: Path | None, configured: Path | None) -> SigningKey:
+    """The key that signs notes: --key, else the invocation's (GATES_SIGNING_KEY)."""
+    key = load_key(key_path) if key_path else configured_key(configured)
     if key is None:
         raise SigningKeyError(
             "recording history needs a signing key: an unsigned note would count for nothing",
@@ -76,12 +66,7 @@ def record_head(inputs: AuditInputs, key: SigningKey) -> None:
 
 
 def fill_missing(
-    root: Path,
-    entries: list[Entry],
-    key: SigningKey,
-    *,
-    policy_ref: str | None,
-    trust: Path | None,
+    root: Path, entries: list[Entry], key: SigningKey, *, invocation: Invocation
 ) -> list[str]:
     """Audit each commit without a note in a temporary worktree (removed afterwards) and
     record it; a commit that cannot be audited is said and skipped."""
@@ -96,7 +81,8 @@ def fill_missing(
         tree = scratch / "worktree"
         try:
             run_git(root, "worktree", "add", "--detach", "--quiet", str(tree), entry.commit)
-            inputs = load_inputs(open_workspace(tree), ref_option=policy_ref, trust=trust)
+            workspace = open_workspace(tree, invocation.environment)
+            inputs = load_inputs(workspace, invocation)
             record(root, summarize(_audit(inputs)), key)
             recorded.append(entry.commit)
             note(f"filled {entry.commit[:12]}")
@@ -259,21 +245,19 @@ def history_command(
     fill: bool,
     key_path: Path | None,
     depth: int,
-    policy_ref: str | None,
-    trust: Path | None,
     out: Output,
 ) -> int:
     workspace = inputs.workspace
     policy = inputs.policy
     root = workspace.root
     if record or fill:
-        key = signing_key(key_path)
-        with _key_hidden():
-            if record:
-                record_head(inputs, key)
-            if fill:
-                missing = history(root, revision_range, policy.anchors, depth)
-                fill_missing(root, missing, key, policy_ref=policy_ref, trust=trust)
+        key = signing_key(key_path, inputs.invocation.signing_key)
+        hidden = key_hidden(inputs.invocation)
+        if record:
+            record_head(dataclasses.replace(inputs, invocation=hidden), key)
+        if fill:
+            missing = history(root, revision_range, policy.anchors, depth)
+            fill_missing(root, missing, key, invocation=hidden)
     return show(
         root,
         policy.anchors,

@@ -16,7 +16,7 @@ from gates.workspace.config import DEFAULT_EVIDENCE_LOCATIONS, parse_config
 from gates.workspace.root import CONFIG_NAME
 
 TEMPLATE = """\
-# gates.toml: the workspace configuration of `gates` (docs/configuration.md).
+# gates.toml: the workspace configuration of `gates` (docs/gates-toml.md).
 
 [freeze]
 # The source-freeze commit. `gates freeze pin REV` rewrites only this value.

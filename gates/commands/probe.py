@@ -21,18 +21,18 @@ from gates.core.paths import resolve_inside, to_workspace_relpath
 from gates.engine.inputs import AuditInputs
 from gates.receipts.model import ArtifactKind, Receipt
 from gates.sandbox import Request as SandboxRequest
-from gates.sandbox import prepared, support
+from gates.sandbox import prepared
 from gates.tensors.probe import PROBE_FORMAT, Finding
-from gates.workspace.repository import Workspace
 
 WORKER = Path(__file__).resolve().parent.parent / "tensors" / "probe_worker.py"
 
 
 def _sandboxed_probe(
-    workspace: Workspace, path: Path, function: str, shown: str, names: tuple[str, ...]
+    audit: AuditInputs, path: Path, function: str, shown: str, names: tuple[str, ...]
 ) -> tuple[bool, list[Finding]]:
     """The probe, run in the sandbox on the commit under audit: the entry is PR code."""
-    found = support()
+    workspace, host = audit.workspace, audit.sandbox_host
+    found = host.support()
     if found.mechanism is None:
         raise GatesError(f"the probe's entry was not run: no sandbox can start: {found.reason}")
     committed = subprocess.run(
@@ -65,6 +65,7 @@ def _sandboxed_probe(
             output_at=folder,
             output=folder,
             protocol={},
+            host=host,
         )
         with prepared(found, inside) as ready:
             done = subprocess.run(ready.argv, env=ready.env, capture_output=True, check=False)
@@ -143,7 +144,7 @@ def probe_consumed(
     path = resolve_inside(workspace.root, relpath, what="probe entry point")
     if not path.is_file():
         raise GatesError("no such file", file=relpath)
-    repeatable, findings = _sandboxed_probe(workspace, path, function, relpath, names)
+    repeatable, findings = _sandboxed_probe(audit, path, function, relpath, names)
     document: dict[str, object] = {
         "format": PROBE_FORMAT,
         "mode": "consumed",

@@ -10,7 +10,6 @@ from pathlib import Path
 from gates.core import exitcodes
 from gates.core.echo import Echo, Output
 from gates.core.errors import ReceiptError
-from gates.core.hashing import StatCache, cache_file
 from gates.core.json_writer import indented_json, pretty_json
 from gates.core.paths import to_workspace_relpath
 from gates.engine.audit import code_judge, freeze_discharged, judge_workspace, judging_context
@@ -20,13 +19,21 @@ from gates.receipts.judge_all import code_in_force
 from gates.receipts.model import Receipt
 from gates.receipts.verify import Judgement, ReceiptRejectedError, Status, judge, read_receipt
 from gates.reporters.json_report import receipt_entry
+from gates.trust.keys import configured_key
 from gates.workspace.repository import Workspace
 
 
-def create(workspace: Workspace, request: ReceiptRequest, *, echo: Echo) -> int:
-    cache = StatCache(cache_file(workspace.root))
-    receipt, path = create_receipt(workspace, request, cache=cache)
-    cache.save()
+def create(inputs: AuditInputs, request: ReceiptRequest, *, echo: Echo) -> int:
+    """Bind the request's subjects, signed with the command's key (none: unsigned)."""
+    workspace = inputs.workspace
+    receipt, path = create_receipt(
+        workspace,
+        request,
+        cache=inputs.cache,
+        signing_key=configured_key(inputs.invocation.signing_key),
+        freeze_inputs=inputs.freeze_inputs,
+    )
+    inputs.cache.save()
     relpath = path.relative_to(workspace.root).as_posix()
     echo(
         f"{relpath}: {receipt.evidence_class.value}/{receipt.formal_weight} {receipt.id}"

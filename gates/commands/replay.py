@@ -17,7 +17,7 @@ from gates.core.errors import GatesError
 from gates.core.paths import is_under, resolve_inside, to_workspace_relpath
 from gates.engine.audit import judge_workspace
 from gates.engine.inputs import AuditInputs
-from gates.freeze.check import FreezeReport, evaluate_freeze
+from gates.freeze.check import FreezeReport
 from gates.receipts.create import ReceiptRequest, create_receipt
 from gates.receipts.model import ArtifactKind, Framework, Receipt
 from gates.receipts.verify import Status
@@ -47,7 +47,7 @@ from gates.replay.windows import (
     with_resume,
 )
 from gates.training.env import capture
-from gates.trust.keys import SigningKey, key_from_environment
+from gates.trust.keys import SigningKey, configured_key
 from gates.workspace.repository import Workspace
 
 
@@ -187,14 +187,13 @@ def _windows(
 
 
 def replay(inputs: AuditInputs, request: ReplayRequest, *, cwd: Path, out: Output) -> int:
-    workspace = inputs.workspace
-    signing_key = key_from_environment()
+    signing_key = configured_key(inputs.invocation.signing_key)
     if signing_key is None:
         raise GatesError(
             "GATES_SIGNING_KEY is not set: a replay attestation must be signed",
             hint="export GATES_SIGNING_KEY=<the verifier's key> (docs/trust.md)",
         )
-    freeze = evaluate_freeze(workspace.root, workspace.config)
+    freeze = inputs.judge_freeze()
     if freeze.verdict != "pass":
         return _refuse(freeze, out)
     replayed = replay_run(inputs, request, cwd=cwd, freeze=freeze, signing_key=signing_key)
@@ -256,10 +255,11 @@ def replay_run(
         freeze.head or "HEAD",
         workspace.config.evidence.locations,
         framework or "",
+        inputs.sandbox_host,
     )
     with tempfile.TemporaryDirectory(prefix="gates-replay-") as scratch:
         results = [replay_window(under, window, Path(scratch)) for window in windows]
-    environment = capture(framework=framework)
+    environment = capture(framework=framework, variables=inputs.invocation.environment)
     run_environment = _run_environment(workspace, folder, run)
     differences = environment_differences(run_environment, environment)
     results, outcome = _judged(results, differences)
@@ -293,7 +293,9 @@ def replay_run(
             output=f"{folder}/replay.receipt.json",
             overwrite=True,
         ),
+        cache=inputs.cache,
         signing_key=signing_key,
+        freeze_inputs=inputs.freeze_inputs,
     )
     power = detection_power(report.sampled, width, commitments.last_step)
     return Replayed(report, power, receipt, path.relative_to(workspace.root).as_posix())

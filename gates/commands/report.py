@@ -1,4 +1,4 @@
-"""`gates report --html DIR`: the audit as one self-contained page (docs/report.md)."""
+"""`gates report --html DIR`: the audit as one self-contained page (docs/html-report.md)."""
 
 from __future__ import annotations
 

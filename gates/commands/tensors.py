@@ -212,7 +212,11 @@ def tensors_check(
     cand_rel, cand_path = _open(workspace, candidate, cwd)
     ruleset, rules_source = _ruleset(audit, rules, cwd)
     comparison = compare_dumps(
-        open_dump(ref_path, ref_rel), open_dump(cand_path, cand_rel), ruleset, selection
+        open_dump(ref_path, ref_rel),
+        open_dump(cand_path, cand_rel),
+        ruleset,
+        selection,
+        progress=audit.invocation.progress,
     )
     judged = judge_workspace(audit, wanted=Wanted(folders=(ref_rel, cand_rel)))
     receipts = judged.receipts
@@ -268,7 +272,9 @@ def dump_determinism_check(
     first_divergence = None
     deterministic = True
     for (rel, _), dump in zip(opened[1:], dumps[1:], strict=True):
-        comparison = compare_dumps(dumps[0], dump, RuleSet(), Selection(), slots={})
+        comparison = compare_dumps(
+            dumps[0], dump, RuleSet(), Selection(), slots={}, progress=audit.invocation.progress
+        )
         found = comparison.first_divergence()
         if found is not None and first_divergence is None:
             first_divergence = {**found, "run": rel}

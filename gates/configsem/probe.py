@@ -23,7 +23,7 @@ from typing import Any
 
 from gates.core.errors import GatesError
 from gates.sandbox import Request as SandboxRequest
-from gates.sandbox import killed_by, prepared, support
+from gates.sandbox import SandboxHost, killed_by, prepared
 
 WORKER = Path(__file__).with_name("worker.py")
 _STAGES = {"import": "import", "load": "loading the official config"}
@@ -55,10 +55,12 @@ def _kill(process: subprocess.Popen[bytes]) -> None:
 
 @dataclass(frozen=True)
 class Tree:
-    """The workspace whose HEAD commit the sandbox shows, less its evidence locations."""
+    """The workspace whose HEAD commit the sandbox shows, less its evidence locations, and
+    the host the sandbox is made on (the command's)."""
 
     root: Path
     excluded: tuple[str, ...]
+    host: SandboxHost = field(default_factory=SandboxHost)
 
 
 def run_probe(
@@ -71,7 +73,7 @@ def run_probe(
     tree: Tree,
 ) -> ProbeResult:
     """Import ``module:Class`` in the sandbox, load the official config, and round-trip it."""
-    found = support()
+    found = tree.host.support()
     if found.mechanism is None:
         return ProbeResult(f"{class_path} was not loaded: no sandbox can start: {found.reason}")
     with tempfile.TemporaryDirectory(prefix="gates-config-") as tmp:
@@ -103,6 +105,7 @@ def run_probe(
             output=sandbox,
             protocol={},
             fixed_env=fixed,
+            host=tree.host,
         )
         try:
             with prepared(found, request_in) as ready:

@@ -56,7 +56,7 @@ def evaluate(context: EvaluationContext, raw: dict[str, Any]) -> list[Criterion]
             *(Criterion(name, False, unusable, files=files) for name in _AFTER_OFFICIAL),
             env_agreement(table, None, read_env_files(root, table.env)),
         ]
-    tree = Tree(root, context.workspace.config.evidence.locations)
+    tree = Tree(root, context.workspace.config.evidence.locations, context.sandbox)
     candidate = Candidate(table.class_path, source, table.source or "installed", tree)
     env = read_env_files(root, table.env)
     return list(run_check(table, official, candidate, env=env).criteria)

@@ -11,7 +11,8 @@ from typing import TYPE_CHECKING, Any
 from pydantic import BaseModel
 
 from gates.core.criteria import Criterion, DischargeStatus
-from gates.core.hashing import StatCache, cache_file
+from gates.core.hashing import StatCache
+from gates.core.progress import QUIET, Progress
 from gates.freeze.check import FreezeReport
 from gates.naming.rules import RuleSet
 from gates.policy.contract_files import ContractSpec
@@ -20,6 +21,7 @@ from gates.policy.waivers import LoadedWaiver
 from gates.receipts.binding import DeclaredEntrypoint
 from gates.receipts.evidence import Evidence
 from gates.receipts.verify import Judgement
+from gates.sandbox import SandboxHost
 from gates.tensors.progress import TensorFigures
 from gates.workspace.repository import Workspace
 
@@ -108,6 +110,8 @@ class EvaluationContext:
     alignment: Alignment | None = None
     policy: Policy | None = None
     cache: StatCache | None = None
+    progress: Progress = QUIET
+    sandbox: SandboxHost = field(default_factory=SandboxHost)
     entrypoints: tuple[DeclaredEntrypoint, ...] | None = None
     results_params: ParsedParams | None = None
 
@@ -116,9 +120,8 @@ class EvaluationContext:
         return self.policy.ruleset()[0] if self.policy is not None else RuleSet()
 
     def stat_cache(self) -> StatCache:
-        """The command's stat cache (the workspace's, loaded anew, for a context built
-        without it)."""
-        return self.cache if self.cache is not None else StatCache(cache_file(self.workspace.root))
+        """The command's stat cache (none, for a context built without it)."""
+        return self.cache if self.cache is not None else StatCache(None)
 
 
 class EvaluationError(Exception):

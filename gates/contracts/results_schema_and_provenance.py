@@ -302,8 +302,8 @@ def _recomputed_pair_problem(
     try:
         ruleset = ruleset_from_params(inventory[1].params if inventory else {}, "tensor-inventory")
         cache = context.stat_cache()
-        ref = check_checkpoint(root, reference, cache=cache)
-        cand = check_checkpoint(root, candidate, cache=cache)
+        ref = check_checkpoint(root, reference, cache=cache, progress=context.progress)
+        cand = check_checkpoint(root, candidate, cache=cache, progress=context.progress)
         cache.save()
     except GatesError as exc:
         return f"cannot recompute: {exc.one_line()}"

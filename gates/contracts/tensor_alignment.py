@@ -106,6 +106,7 @@ def evaluate(context: EvaluationContext, raw: dict[str, Any]) -> Evaluation:
             ruleset,
             Selection(steps, phases, phases_required=True),
             slots=params.slots,
+            progress=context.progress,
         )
     except GatesError as exc:
         count = (steps.last or 0) - (steps.first or 0) + 1

@@ -14,6 +14,7 @@ from gates.core.criteria import Criterion
 from gates.core.errors import ConfigError, UnsafePathError
 from gates.core.hashing import StatCache
 from gates.core.paths import check_relpath, resolve_inside
+from gates.core.progress import Progress
 from gates.core.validation import first_error
 from gates.naming.rulefile import RULE_KEYS, ruleset_from_params
 from gates.receipts.model import ArtifactKind
@@ -174,7 +175,7 @@ def evaluate(context: EvaluationContext, raw: dict[str, Any]) -> list[Criterion]
     cache = context.stat_cache()
     hashing = params.require_hash_match
     sides = {
-        side: _side_report(roots, path, cache, hashing)
+        side: _side_report(roots, path, cache, hashing, context.progress)
         for side, path in (("reference", params.reference), ("candidate", params.candidate))
     }
     cache.save()
@@ -210,12 +211,14 @@ def evaluate(context: EvaluationContext, raw: dict[str, Any]) -> list[Criterion]
 
 
 def _side_report(
-    roots: ExternalRoots, path: str, cache: StatCache, hashing: bool
+    roots: ExternalRoots, path: str, cache: StatCache, hashing: bool, progress: Progress
 ) -> CheckpointReport | str:
     """The checkpoint at a workspace path or ``external:<root>/...``; a root that cannot be
     used on this machine is the reason, naming the root."""
     if not is_external(path):
-        return check_checkpoint(roots.workspace, path, cache=cache, hash_contents=hashing)
+        return check_checkpoint(
+            roots.workspace, path, cache=cache, hash_contents=hashing, progress=progress
+        )
     try:
         name, relpath = split_external(path)
         base = roots.root(name)
@@ -223,4 +226,6 @@ def _side_report(
             resolve_inside(base, relpath, what="checkpoint")
     except UnsafePathError as exc:
         return exc.message
-    return check_checkpoint(base, relpath, cache=cache, hash_contents=hashing, label=path)
+    return check_checkpoint(
+        base, relpath, cache=cache, hash_contents=hashing, label=path, progress=progress
+    )

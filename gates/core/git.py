@@ -1,15 +1,15 @@
 """Thin, read-only access to git: one subprocess per question, parsed into plain data.
 
-GIT_OPTIONAL_LOCKS=0 keeps `git status` from refreshing the index, so an audit
+`--no-optional-locks` keeps `git status` from refreshing the index, so an audit
 never writes to the repository it judges. Local shortcuts that could make git
 report something other than the objects and files are off for every call:
-GIT_NO_REPLACE_OBJECTS=1 (no `git replace`), core.fsmonitor=false and
-core.untrackedCache=false (no cached "nothing changed" answers).
+`--no-replace-objects` (no `git replace`), core.fsmonitor=false and
+core.untrackedCache=false (no cached "nothing changed" answers). git runs in the
+environment gates was started with: gates reads none of it here.
 """
 
 from __future__ import annotations
 
-import os
 import re
 import subprocess
 from dataclasses import dataclass
@@ -17,13 +17,14 @@ from pathlib import Path
 
 from gates.core.errors import GitError
 
-_OVERRIDES = {
-    "GIT_OPTIONAL_LOCKS": "0",
-    "GIT_NO_REPLACE_OBJECTS": "1",  # a replace ref never makes one commit read as another
-    "LC_ALL": "C",
-    "GIT_TERMINAL_PROMPT": "0",
-}
-_NO_SHORTCUTS = ("-c", "core.fsmonitor=false", "-c", "core.untrackedCache=false")
+_NO_SHORTCUTS = (
+    "--no-optional-locks",
+    "--no-replace-objects",  # a replace ref never makes one commit read as another
+    "-c",
+    "core.fsmonitor=false",
+    "-c",
+    "core.untrackedCache=false",
+)
 
 
 def run_git(root: Path, *args: str, stdin: bytes | None = None, check: bool = True) -> bytes:
@@ -32,7 +33,6 @@ def run_git(root: Path, *args: str, stdin: bytes | None = None, check: bool = Tr
             ["git", "-C", str(root), *_NO_SHORTCUTS, *args],
             input=stdin,
             capture_output=True,
-            env={**os.environ, **_OVERRIDES},
             check=False,
         )
     except FileNotFoundError:

@@ -8,19 +8,17 @@ and given back its old mtime still misses the cache. A file modified less than R
 before it was read is not cached: a write in the same clock tick could
 otherwise keep a stale answer (git's "racy clean" problem).
 
-The cache lives outside the workspace (see `cache_file`), so nothing committed
+The cache lives outside the workspace (see `cache_path`), so nothing committed
 to a repository can vouch for its own files.
 """
 
 from __future__ import annotations
 
 import contextlib
-import contextvars
 import hashlib
 import json
 import os
 import time
-from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -48,37 +46,18 @@ def sha256_file(path: Path) -> FileDigest:
     return FileDigest(digest.hexdigest(), size)
 
 
-_VERIFY_ALL: contextvars.ContextVar[bool] = contextvars.ContextVar("verify_all", default=False)
+def cache_path(folder: Path | None, root: Path, kind: str = "") -> Path | None:
+    """The file in the cache ``folder`` for the workspace at ``root`` (None: no cache).
 
-
-@contextlib.contextmanager
-def verifying_all(enabled: bool = True) -> Iterator[None]:
-    """Within this block no stat cache is read or written: every file is hashed again
-    (`--verify-all`; catches content replaced with size and mtime kept)."""
-    token = _VERIFY_ALL.set(enabled or _VERIFY_ALL.get())
-    try:
-        yield
-    finally:
-        _VERIFY_ALL.reset(token)
-
-
-def cache_file(root: Path, kind: str = "") -> Path | None:
-    """$GATES_CACHE_DIR, else $XDG_CACHE_HOME/gates, else ~/.cache/gates; one file a workspace.
-
-    ``kind`` names a separate file for the same workspace (the freeze's blob ids
-    are kept apart so the freeze check does not load every receipt's entry).
-    GATES_CACHE_DIR=off, or `--verify-all` (:func:`verifying_all`), disables caching.
+    ``kind`` names a separate file for the same workspace (the freeze's blob ids are kept
+    apart so the freeze check does not load every receipt's entry; the audit index).
+    The folder is the invocation's (`Invocation.caching`: none under `--verify-all` or
+    GATES_CACHE_DIR=off).
     """
-    configured = os.environ.get("GATES_CACHE_DIR")
-    if configured == "off" or _VERIFY_ALL.get():
+    if folder is None:
         return None
-    if configured:
-        base = Path(configured)
-    else:
-        xdg = os.environ.get("XDG_CACHE_HOME")
-        base = (Path(xdg) if xdg else Path.home() / ".cache") / "gates"
     name = hashlib.sha256(str(root.resolve()).encode()).hexdigest()[:24]
-    return base / (f"{name}.{kind}.json" if kind else f"{name}.json")
+    return folder / (f"{name}.{kind}.json" if kind else f"{name}.json")
 
 
 def stat_key(stat: os.stat_result) -> list[int]:
@@ -155,3 +134,37 @@ class StatCache:
         with contextlib.suppress(OSError):
             write_text_atomic(self.path, payload)
         self._dirty = False
+
+
+BLOB_TABLE = "blobs"
+INDEX_KIND = "audit"
+
+
+@dataclass(frozen=True)
+class Caches:
+    """The caches of one command on one workspace, opened once by the command layer and
+    passed down: the stat cache (``files``: subjects' digests, receipts that passed, shards,
+    attestations), the freeze's cache of git blob ids (``blobs``), and where the audit
+    index lives (``index``; the receipts stage opens it under its fingerprint). Opened on
+    no folder, nothing is read or kept."""
+
+    files: StatCache
+    blobs: StatCache
+    index: Path | None
+
+    @classmethod
+    def open(cls, folder: Path | None, root: Path) -> Caches:
+        return cls(
+            StatCache(cache_path(folder, root)),
+            StatCache(cache_path(folder, root, BLOB_TABLE), tables=(BLOB_TABLE,)),
+            cache_path(folder, root, INDEX_KIND),
+        )
+
+    @classmethod
+    def none(cls) -> Caches:
+        """No cache at all (the Python API's default)."""
+        return cls(StatCache(None), StatCache(None, tables=(BLOB_TABLE,)), None)
+
+    def save(self) -> None:
+        self.files.save()
+        self.blobs.save()

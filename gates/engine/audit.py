@@ -151,6 +151,8 @@ def evaluation_context(
         alignment=alignment,
         policy=inputs.policy,
         cache=inputs.cache,
+        progress=inputs.invocation.progress,
+        sandbox=inputs.sandbox_host,
         entrypoints=inputs.declared_entrypoints,
         results_params=inputs.parsed_results,
     )
@@ -184,7 +186,9 @@ def judge_workspace(
     decide them, each judged as the whole audit judges it)."""
     workspace = inputs.workspace
     if freeze is None:
-        freeze = evaluate_freeze(workspace.root, workspace.config, between_reads=between_reads)
+        freeze = evaluate_freeze(
+            workspace.root, workspace.config, inputs.freeze_inputs, between_reads=between_reads
+        )
     frozen = freeze_results(inputs, freeze)
     context = judging_context(inputs, freeze, freeze_discharged(frozen))
     sandbox = workspace.config.sandbox
@@ -192,6 +196,8 @@ def judge_workspace(
         context,
         workspace.config.evidence.locations,
         index_fingerprint(inputs.policy.digest, context),
+        index_file=inputs.caches.index,
+        progress=inputs.invocation.progress,
         entrypoints=inputs.entrypoints,
         code=code_judge(inputs, freeze),
         isolation=IsolationPolicy(sandbox.required, sandbox.recorded),

@@ -1,25 +1,29 @@
 """The inputs of one command: the workspace, the policy in force and what is read from it
 once (its contracts, the results contract's params, the declared entrypoints, the naming
-rules) and the one stat cache every reader of the command shares.
+rules), the caches every reader of the command shares (opened once), and the command's
+`Invocation` (key, trust file, policy ref, checker mode, progress, launcher, sandbox).
 
 Built once per command (`audit_inputs` with an explicit policy, or `load_inputs`, which
-resolves the policy as the command line does) and passed down; nothing below rebuilds it.
+resolves the policy the invocation names) and passed down; nothing below rebuilds it.
 """
 
 from __future__ import annotations
 
 import functools
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from gates.contracts import results_schema_and_provenance as results_contract
 from gates.contracts.model import EvaluationError, ParsedParams
-from gates.core.hashing import StatCache, cache_file
+from gates.core.hashing import Caches, StatCache
+from gates.core.invocation import Invocation
+from gates.freeze.check import FreezeInputs, FreezeReport, evaluate_freeze
 from gates.naming.rules import RuleSet
 from gates.policy.contract_files import ContractFileError, ContractSpec
 from gates.policy.in_force import Policy, governed, load_policy
 from gates.receipts.binding import DeclaredEntrypoint, Entrypoints, entrypoints_in_force
-from gates.workspace.repository import Workspace
+from gates.sandbox import SandboxHost
+from gates.workspace.repository import Workspace, open_workspace
 
 RESULTS_CHECK = results_contract.CHECK
 
@@ -31,11 +35,31 @@ class AuditInputs:
 
     workspace: Workspace
     policy: Policy
-    cache: StatCache
+    caches: Caches
+    invocation: Invocation = field(default_factory=Invocation)
 
     @property
     def root(self) -> Path:
         return self.workspace.root
+
+    @property
+    def cache(self) -> StatCache:
+        """The command's one stat cache."""
+        return self.caches.files
+
+    @property
+    def freeze_inputs(self) -> FreezeInputs:
+        """What judging the freeze reads besides the repository, for this command."""
+        return FreezeInputs(self.caches.blobs, self.invocation.pre_commit_store)
+
+    @property
+    def sandbox_host(self) -> SandboxHost:
+        """What a sandbox of this command is made from (its invocation, its stat cache)."""
+        return SandboxHost.of(self.invocation, self.cache)
+
+    def judge_freeze(self) -> FreezeReport:
+        """The source freeze of the workspace now."""
+        return evaluate_freeze(self.root, self.workspace.config, self.freeze_inputs)
 
     @property
     def contracts(self) -> list[tuple[Path, ContractSpec]]:
@@ -107,27 +131,41 @@ class AuditInputs:
         return self.policy.ruleset()
 
 
-def audit_inputs(workspace: Workspace, policy: Policy) -> AuditInputs:
-    """The inputs of one command under an explicit ``policy``."""
-    return AuditInputs(governed(workspace, policy), policy, StatCache(cache_file(workspace.root)))
+def audit_inputs(
+    workspace: Workspace, policy: Policy, invocation: Invocation | None = None
+) -> AuditInputs:
+    """The inputs of one command under an explicit ``policy``, with the caches the
+    ``invocation`` allows opened once."""
+    invocation = invocation or Invocation()
+    caches = Caches.open(invocation.caching, workspace.root)
+    return AuditInputs(governed(workspace, policy), policy, caches, invocation)
 
 
 def load_inputs(
     workspace: Workspace,
+    invocation: Invocation | None = None,
     *,
-    ref_option: str | None = None,
-    trust: Path | None = None,
     with_anchors: bool = True,
 ) -> AuditInputs:
-    """The inputs under the policy resolved as the command line resolves it: ``ref_option``
-    (--policy-ref), else GATES_POLICY_REF, else gates.toml's [policy] ref; the trust file from
-    ``trust`` (--trust), else GATES_TRUST. With no ref at all the policy is the worktree's
-    own, which ``inputs.policy.protected`` is False for and ``describe()`` calls UNPROTECTED."""
+    """The inputs under the policy the ``invocation`` names: its policy ref (--policy-ref,
+    else GATES_POLICY_REF), else gates.toml's [policy] ref; its trust file (--trust, else
+    GATES_TRUST). With no ref at all the policy is the worktree's own, which
+    ``inputs.policy.protected`` is False for and ``describe()`` calls UNPROTECTED.
+    `Invocation()` names none of them: the worktree's policy, no trust file."""
+    invocation = invocation or Invocation()
     policy = load_policy(
         workspace.root,
         workspace.config,
-        ref_option=ref_option,
-        trust=trust,
+        ref=invocation.policy_ref,
+        trust=invocation.trust,
         with_anchors=with_anchors,
     )
-    return audit_inputs(workspace, policy)
+    return audit_inputs(workspace, policy, invocation)
+
+
+def reopened(inputs: AuditInputs) -> AuditInputs:
+    """The inputs of a next command on the same workspace under the same invocation: its
+    gates.toml and policy read again, its caches opened again (the demo runs one command
+    after another)."""
+    workspace = open_workspace(inputs.root, inputs.invocation.environment)
+    return load_inputs(workspace, inputs.invocation)

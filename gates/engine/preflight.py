@@ -11,7 +11,6 @@ the policy requires one. On GLM-5.2 a run found wanting at audit is days of GPU 
 
 from __future__ import annotations
 
-import os
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -53,9 +52,9 @@ class Launch:
     sandboxed: bool = True  # False: --no-sandbox
 
 
-def full_profile(given: dict[str, str], device: str) -> dict[str, str]:
-    """The manifest's ten profile fields: given ones win, the rest get stated defaults."""
-    world = os.environ.get("PADDLE_TRAINERS_NUM", "1")
+def full_profile(given: dict[str, str], device: str, world: str | None) -> dict[str, str]:
+    """The manifest's ten profile fields: given ones win, the rest get stated defaults (the
+    world size from ``world``, the launcher's PADDLE_TRAINERS_NUM, else 1)."""
     defaults = {
         "name": "default",
         "mode": "train",
@@ -66,7 +65,7 @@ def full_profile(given: dict[str, str], device: str) -> dict[str, str]:
         "ep": "1",
         "etp": "1",
         "sp": "false",
-        "world": world if world.isdigit() else "1",
+        "world": world if world is not None and world.isdigit() else "1",
     }
     return {**defaults, **given}
 
@@ -246,7 +245,7 @@ def check_launch(
     results = inputs.results_spec
     contracts = run_contracts(loaded)
     profile, filled_from = chosen_profile(launch.profile, contracts, results)
-    full = full_profile(profile, device)
+    full = full_profile(profile, device, inputs.invocation.launcher.world)
     problems = _framework_problems(launch)
     problems += _entrypoint_problems(inputs, launch)
     problems += _profile_problems(contracts, full, environment)

@@ -23,10 +23,10 @@ from typing import Literal, Protocol
 
 from gates.core import git
 from gates.core.errors import ConfigError
-from gates.core.hashing import StatCache, cache_file
+from gates.core.hashing import BLOB_TABLE, StatCache
 from gates.core.paths import is_under
 from gates.freeze.precommit import stashed_paths
-from gates.freeze.worktree import BLOB_TABLE, differing_files
+from gates.freeze.worktree import differing_files
 
 
 class FreezeSectionLike(Protocol):
@@ -39,7 +39,7 @@ class FreezeSectionLike(Protocol):
 
 
 class FreezeConfig(Protocol):
-    """What the freeze reads of gates.toml: GatesConfig, or the lean FreezeSettings."""
+    """What the freeze reads of gates.toml: GatesConfig, or a commit's FreezeSettings."""
 
     @property
     def freeze(self) -> FreezeSectionLike: ...
@@ -234,9 +234,9 @@ def _classify(kind: str, flags: str) -> list[Reason]:
     return codes
 
 
-def hidden_by_pre_commit(tree: SourceTree) -> list[FreezeReason]:
-    """Unstaged changes that pre-commit stashed away while this hook runs."""
-    hidden = [path for path in stashed_paths() or [] if tree.contains(path)]
+def hidden_by_pre_commit(tree: SourceTree, store: Path | None) -> list[FreezeReason]:
+    """Unstaged changes that pre-commit stashed away (in ``store``) while this hook runs."""
+    hidden = [path for path in stashed_paths(store) or [] if tree.contains(path)]
     if not hidden:
         return []
     return [
@@ -297,9 +297,21 @@ def _resolve(root: Path, pin: str) -> _Resolution:
     return found
 
 
+@dataclass(frozen=True)
+class FreezeInputs:
+    """What judging the freeze reads besides the repository: the command's cache of git
+    blob ids (``blobs``; None: hash every source file), and pre-commit's store while its
+    hooks run (``pre_commit_store``; None: not under pre-commit). Both come from the
+    command's invocation (`gates.engine.inputs.AuditInputs.freeze_inputs`)."""
+
+    blobs: StatCache | None = None
+    pre_commit_store: Path | None = None
+
+
 def evaluate_freeze(
     root: Path,
     config: FreezeConfig,
+    inputs: FreezeInputs | None = None,
     *,
     between_reads: Callable[[], None] | None = None,
 ) -> FreezeReport:
@@ -308,6 +320,7 @@ def evaluate_freeze(
     ``between_reads`` runs between the two reads of the worktree state; tests
     use it to play a concurrent writer deterministically.
     """
+    inputs = inputs or FreezeInputs()
     if not (root / ".git").exists():
         raise ConfigError(
             "gates.toml must sit at the root of a git repository (no .git here)", file=root
@@ -322,7 +335,7 @@ def evaluate_freeze(
     if found.head:
         head_entries = git.list_tree(root, found.head)
         head_digest = source_tree_digest(head_entries, tree)
-        cache = StatCache(cache_file(root, BLOB_TABLE), tables=(BLOB_TABLE,))
+        cache = inputs.blobs or StatCache(None, tables=(BLOB_TABLE,))
         differing = differing_files(root, head_entries, tree.contains, cache)
         cache.save()
         reasons += symlink_reasons(root, found.head, head_entries, tree)
@@ -339,7 +352,7 @@ def evaluate_freeze(
             )
     reasons += worktree_reasons(first_status, tree)
     reasons += local_state_reasons(root, first_status, differing, tree)
-    reasons += hidden_by_pre_commit(tree)
+    reasons += hidden_by_pre_commit(tree, inputs.pre_commit_store)
     if between_reads is not None:
         between_reads()
     second_status = git.status_porcelain(root, tree.pathspecs())

@@ -4,8 +4,8 @@ While hooks run at the pre-commit stage, the pre-commit framework saves the
 unstaged changes to a patch file (`<store>/patch<time>-<pid>`, with the pid
 of the pre-commit process) and removes them from the worktree, so a
 "worktree is clean" check can pass on a tree that is not. When run under
-pre-commit (PRE_COMMIT=1), we look for the patch written by one of our
-ancestor processes and name the paths it hid.
+pre-commit (PRE_COMMIT=1: the invocation then names pre-commit's store), we look for
+the patch written by one of our ancestor processes and name the paths it hid.
 """
 
 from __future__ import annotations
@@ -15,14 +15,6 @@ import re
 from pathlib import Path
 
 _DIFF_HEADER = re.compile(rb"^diff --git a/(.+?) b/(.+)$", re.MULTILINE)
-
-
-def store_directory() -> Path:
-    configured = os.environ.get("PRE_COMMIT_HOME")
-    if configured:
-        return Path(configured)
-    cache = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
-    return Path(cache) / "pre-commit"
 
 
 def ancestor_pids(limit: int = 16) -> list[int]:
@@ -41,11 +33,11 @@ def ancestor_pids(limit: int = 16) -> list[int]:
     return pids
 
 
-def stashed_paths() -> list[str] | None:
-    """Paths pre-commit stashed for the run we are part of; None when not under pre-commit."""
-    if os.environ.get("PRE_COMMIT") != "1":
+def stashed_paths(store: Path | None) -> list[str] | None:
+    """Paths pre-commit stashed for the run we are part of, from its ``store``
+    (`Invocation.pre_commit_store`); None when not under pre-commit (no store)."""
+    if store is None:
         return None
-    store = store_directory()
     paths: set[str] = set()
     for pid in ancestor_pids():
         for patch in store.glob(f"patch*-{pid}"):

@@ -9,11 +9,13 @@ so a push that moves the pin is judged by the pin it carries.
 from __future__ import annotations
 
 import tomllib
+from dataclasses import dataclass
 from pathlib import Path
 
 from gates.core import git
 from gates.core.errors import ConfigError
 from gates.freeze.check import (
+    FreezeConfig,
     FreezeReason,
     FreezeReport,
     Reason,
@@ -23,11 +25,30 @@ from gates.freeze.check import (
     _tree_reasons,
     source_tree_digest,
 )
-from gates.freeze.settings import FreezeSection, FreezeSettings
 from gates.workspace.root import CONFIG_NAME
 
 
-def settings_at(root: Path, commit: str, worktree: FreezeSettings) -> FreezeSettings:
+@dataclass(frozen=True)
+class FreezeSection:
+    pin: str
+    strict: bool
+    paths: tuple[str, ...]
+    exclude: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class FreezeSettings:
+    """What the freeze check reads of a committed gates.toml (the attributes of GatesConfig
+    it reads)."""
+
+    freeze: FreezeSection
+    governance: tuple[str, ...]
+
+    def governance_paths(self) -> tuple[str, ...]:
+        return self.governance
+
+
+def settings_at(root: Path, commit: str, worktree: FreezeConfig) -> FreezeSettings:
     """The [freeze] section of gates.toml as committed at ``commit`` (the worktree's
     governance paths: the evidence locations are not part of what is pushed)."""
     blob = git.read_blobs(root, commit, [CONFIG_NAME])[CONFIG_NAME]
@@ -45,10 +66,10 @@ def settings_at(root: Path, commit: str, worktree: FreezeSettings) -> FreezeSett
         tuple(str(p) for p in section.get("paths", [])),
         tuple(str(p) for p in section.get("exclude", [])),
     )
-    return FreezeSettings(freeze, worktree.governance)
+    return FreezeSettings(freeze, tuple(worktree.governance_paths()))
 
 
-def evaluate_freeze_at(root: Path, ref: str, worktree: FreezeSettings) -> FreezeReport:
+def evaluate_freeze_at(root: Path, ref: str, worktree: FreezeConfig) -> FreezeReport:
     """Judge the commit ``ref`` names against the pin it carries (no worktree reasons)."""
     commit = git.describe_objects(root, [f"{ref}^{{commit}}"])[0].sha
     if commit is None:

@@ -17,9 +17,8 @@ from collections.abc import Callable
 from pathlib import Path
 
 from gates.core.git import TreeEntry
-from gates.core.hashing import CHUNK, StatCache
+from gates.core.hashing import BLOB_TABLE, CHUNK, StatCache
 
-BLOB_TABLE = "blobs"
 _SYMLINK = "120000"
 _EXECUTABLE = "100755"
 

@@ -12,12 +12,12 @@ from __future__ import annotations
 import dataclasses
 import functools
 import hashlib
-import os
 from dataclasses import dataclass
 from pathlib import Path
 
 from gates.core import git
 from gates.core.errors import ConfigError, GatesError
+from gates.core.invocation import Given
 from gates.naming.rulefile import INVENTORY_CHECK, ruleset_from_params
 from gates.naming.rules import RuleSet
 from gates.policy.contract_files import (
@@ -35,13 +35,11 @@ from gates.trust.anchors import (
     TrustError,
     load_trust_file,
     parse_trust,
-    trust_file_from_environment,
 )
 from gates.workspace.config import GatesConfig, parse_config
 from gates.workspace.repository import Workspace
 from gates.workspace.root import CONFIG_NAME
 
-POLICY_VARIABLE = "GATES_POLICY_REF"
 PROPOSED = "proposed policy change (not in force until merged)"
 INVALID = "invalid proposed policy change (fix it before merging)"
 
@@ -131,12 +129,11 @@ class Policy:
         return digest.hexdigest()
 
 
-def policy_ref(option: str | None, worktree: GatesConfig) -> tuple[str | None, str]:
-    """The ref and who named it: --policy-ref, then GATES_POLICY_REF, then gates.toml."""
-    if option:
-        return option, "--policy-ref"
-    if os.environ.get(POLICY_VARIABLE):
-        return os.environ[POLICY_VARIABLE], POLICY_VARIABLE
+def policy_ref(given: Given[str] | None, worktree: GatesConfig) -> tuple[str | None, str]:
+    """The ref and who named it: the invocation's (--policy-ref, then GATES_POLICY_REF), then
+    gates.toml."""
+    if given is not None:
+        return given.value, given.origin
     if worktree.policy.ref:
         return worktree.policy.ref, "gates.toml [policy] ref"
     return None, ""
@@ -238,31 +235,33 @@ def load_policy(
     root: Path,
     worktree: GatesConfig,
     *,
-    ref_option: str | None = None,
-    trust: Path | None = None,
+    ref: Given[str] | None = None,
+    trust: Given[Path] | None = None,
     with_anchors: bool = True,
 ) -> Policy:
-    """The policy in force for the workspace at ``root``, with its trust anchors (unless
-    ``with_anchors`` is False: the freeze check alone needs none)."""
-    ref, origin = policy_ref(ref_option, worktree)
+    """The policy in force for the workspace at ``root`` under the policy ref the command
+    was given (``ref``: --policy-ref or GATES_POLICY_REF; else gates.toml's), with its trust
+    anchors (from ``trust``, else [trust] ref; none when ``with_anchors`` is False: the
+    freeze check alone needs none)."""
+    ref_name, origin = policy_ref(ref, worktree)
     contracts, waivers = _worktree_files(root, worktree)
-    if ref is None:
+    if ref_name is None:
         policy = Policy(False, None, None, "", worktree, tuple(contracts), tuple(waivers))
         if not (root / worktree.contracts.dir).is_dir():
             policy = dataclasses.replace(policy, contracts_found=False)
         return _with_anchors(root, policy, trust) if with_anchors else policy
     try:
-        resolved = git.resolve_ref(root, ref, what=f"policy ref ({origin})")
+        resolved = git.resolve_ref(root, ref_name, what=f"policy ref ({origin})")
     except git.RefError as error:
         raise PolicyError(error.message, file=root, hint=error.hint) from None
-    ref, commit = resolved.refname, resolved.commit
+    ref_name, commit = resolved.refname, resolved.commit
     text = git.read_blobs(root, commit, [CONFIG_NAME])[CONFIG_NAME]
     if text is None:
-        raise PolicyError(f"policy ref {ref} has no {CONFIG_NAME}", file=root)
+        raise PolicyError(f"policy ref {ref_name} has no {CONFIG_NAME}", file=root)
     try:
-        config = parse_config(text.decode("utf-8"), source=Path(f"{ref}:{CONFIG_NAME}"))
+        config = parse_config(text.decode("utf-8"), source=Path(f"{ref_name}:{CONFIG_NAME}"))
     except UnicodeDecodeError:
-        raise ConfigError("not UTF-8", file=f"{ref}:{CONFIG_NAME}") from None
+        raise ConfigError("not UTF-8", file=f"{ref_name}:{CONFIG_NAME}") from None
     config = config.model_copy(
         update={"freeze": config.freeze.model_copy(update={"pin": worktree.freeze.pin})}
     )
@@ -280,7 +279,7 @@ def load_policy(
     changes += file_changes
     policy = Policy(
         True,
-        ref,
+        ref_name,
         commit,
         origin,
         config,
@@ -292,13 +291,13 @@ def load_policy(
     return _with_anchors(root, policy, trust) if with_anchors else policy
 
 
-def _with_anchors(root: Path, policy: Policy, trust: Path | None) -> Policy:
+def _with_anchors(root: Path, policy: Policy, trust: Given[Path] | None) -> Policy:
     return dataclasses.replace(policy, anchors=_anchors(root, policy, trust))
 
 
-def _anchors(root: Path, policy: Policy, trust_option: Path | None) -> Anchors:
-    path = trust_file_from_environment(trust_option)
-    if path is not None:
+def _anchors(root: Path, policy: Policy, trust_file: Given[Path] | None) -> Anchors:
+    if trust_file is not None:
+        path, via = trust_file.value, trust_file.origin
         resolved = path.expanduser().resolve()
         if resolved.is_relative_to(root.resolve()):
             raise TrustError(
@@ -307,7 +306,6 @@ def _anchors(root: Path, policy: Policy, trust_option: Path | None) -> Anchors:
                 hint="provision it outside the repository, or use [trust] ref + path",
             )
         anchors = load_trust_file(path)
-        via = "--trust" if trust_option is not None else "GATES_TRUST"
         return dataclasses.replace(anchors, source=f"trust file {path} ({via})", origin=via)
     trust = policy.config.trust
     if not trust.ref or not trust.path:
@@ -379,4 +377,4 @@ def _trust_problem(root: Path, text: bytes, path: str) -> str | None:
 
 def governed(workspace: Workspace, policy: Policy) -> Workspace:
     """The workspace as the policy in force sees it: its settings, with the worktree's pin."""
-    return Workspace(workspace.root, policy.config)
+    return Workspace(workspace.root, policy.config, workspace.variables)

@@ -17,7 +17,7 @@ from gates.core.errors import ReceiptError, UnsafePathError
 from gates.core.hashing import StatCache
 from gates.core.json_writer import pretty_json
 from gates.core.paths import is_under, resolve_inside
-from gates.freeze.check import FreezeReport, Reason, evaluate_freeze
+from gates.freeze.check import FreezeInputs, FreezeReport, Reason, evaluate_freeze
 from gates.receipts.model import (
     RECEIPT_SUFFIX,
     RECEIPT_VERSION,
@@ -28,7 +28,7 @@ from gates.receipts.model import (
 )
 from gates.receipts.verify import ReceiptRejectedError, parse_receipt
 from gates.trust.envelope import ATTESTATION_FIELD, sign_document
-from gates.trust.keys import SigningKey, key_from_environment
+from gates.trust.keys import SigningKey
 from gates.workspace.external import subject_file
 from gates.workspace.repository import Workspace, roots_of
 
@@ -149,16 +149,17 @@ def create_receipt(
     during: Callable[[], None] | None = None,
     freeze: tuple[FreezeReport, FreezeReport] | None = None,
     signing_key: SigningKey | None = None,
+    freeze_inputs: FreezeInputs | None = None,
 ) -> tuple[Receipt, Path]:
     """Hash the subjects, stamp them formal only under a passing freeze, sign, write.
 
-    The freeze is judged before and after hashing (``during`` runs between);
-    any change between the two gives a probe. `gates run` passes ``freeze``:
-    the judgements taken before and after the run itself. The receipt is
-    signed with ``signing_key``, else with the key GATES_SIGNING_KEY names
-    (a bad key is an error before anything is written), else left unsigned.
+    The freeze is judged before and after hashing (``during`` runs between; with
+    ``freeze_inputs``, the command's blob cache and pre-commit store); any change between
+    the two gives a probe. `gates run` passes ``freeze``: the judgements taken before and
+    after the run itself. The receipt is signed with ``signing_key`` (the command's:
+    `gates.trust.keys.configured_key`), else left unsigned.
     """
-    key = signing_key or key_from_environment()
+    key = signing_key
     root = workspace.root
     if not request.subjects:
         raise ReceiptError("a receipt needs at least one subject", hint="pass --subject PATH")
@@ -170,14 +171,14 @@ def create_receipt(
     except UnsafePathError as exc:
         raise ReceiptError(exc.message, hint=exc.hint) from None
     cache = cache or StatCache(None)
-    before = freeze[0] if freeze else evaluate_freeze(root, workspace.config)
+    before = freeze[0] if freeze else evaluate_freeze(root, workspace.config, freeze_inputs)
     if during is not None:
         during()
     subjects = [
         {"path": rel, "size": info.st_size, "sha256": cache.digest(rel, path, info).sha256}
         for rel, path, info in located
     ]
-    after = freeze[1] if freeze else evaluate_freeze(root, workspace.config)
+    after = freeze[1] if freeze else evaluate_freeze(root, workspace.config, freeze_inputs)
     document = build_document(request, subjects, before, after)
     if key is not None:
         document[ATTESTATION_FIELD] = sign_document(document, key)

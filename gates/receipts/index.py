@@ -13,8 +13,8 @@ builds from everything a judgement depends on beyond the files (the gates
 version, the contracts, the judging context, and whatever a later engine adds,
 such as trust anchors): a different fingerprint starts an empty index.
 
-Like the stat cache it lives outside the workspace (`gates.core.hashing.cache_file`,
-kind "audit"), is replaced atomically (concurrent audits: last writer wins,
+Like the stat cache it lives outside the workspace (`gates.core.hashing.Caches`,
+`index`), is replaced atomically (concurrent audits: last writer wins,
 never a torn file), and a file that does not parse as an index of this
 version and fingerprint is ignored and rebuilt, never trusted. Only accepted
 judgements are kept: a rejected receipt is judged again every time.
@@ -39,7 +39,6 @@ from gates.receipts.model import Receipt
 from gates.receipts.verify import Judgement, Status
 
 INDEX_VERSION = 1
-INDEX_KIND = "audit"
 
 #: One entry: the judgement as plain data, and the stat key of every file it read.
 Entry = tuple[dict[str, Any], dict[str, list[int]]]

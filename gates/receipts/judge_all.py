@@ -23,8 +23,8 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from gates import __version__
-from gates.core import progress
-from gates.core.hashing import cache_file, stat_key
+from gates.core.hashing import stat_key
+from gates.core.progress import QUIET, Progress
 from gates.receipts.binding import (
     Entrypoints,
     IsolationPolicy,
@@ -35,7 +35,7 @@ from gates.receipts.binding import (
 )
 from gates.receipts.crosscheck import CHECKED_KINDS, capture_problem
 from gates.receipts.derive import loss_check_problem
-from gates.receipts.index import INDEX_KIND, AuditIndex
+from gates.receipts.index import AuditIndex
 from gates.receipts.kinds import ArtifactKind
 from gates.receipts.model import RECEIPT_SUFFIX, Receipt
 from gates.receipts.verify import Judgement, JudgingContext, Status, judge
@@ -197,6 +197,8 @@ def judge_receipts(
     locations: tuple[str, ...],
     fingerprint: str,
     *,
+    index_file: Path | None = None,
+    progress: Progress = QUIET,
     entrypoints: Entrypoints | None = None,
     code: CodeCheck | None = None,
     isolation: IsolationPolicy | None = None,
@@ -206,13 +208,14 @@ def judge_receipts(
     ``wanted``, only the receipts `needed` for it).
 
     A receipt whose file and subjects are unchanged since an audit under the same
-    fingerprint is not read again: the audit index holds its judgement. The rules
+    fingerprint is not read again: the audit index (the command's, at ``index_file``;
+    None: no index) holds its judgement. The rules
     that look across receipts (inputs, entrypoint binding, recomputed checks) run
     on every audit.
     """
     root = context.root
     paths, judgements = discover_receipts(root, locations)
-    index = AuditIndex(root, cache_file(root, INDEX_KIND), fingerprint)
+    index = AuditIndex(root, index_file, fingerprint)
     if wanted is not None:
         paths = needed(root, paths, index, wanted)
     judgements += [

@@ -9,7 +9,6 @@ mirrors the model.
 from __future__ import annotations
 
 import json
-import os
 import struct
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Literal
@@ -18,7 +17,6 @@ from pydantic import BaseModel, ConfigDict, Field, StringConstraints, Validation
 
 from gates.core.atomic import write_text_atomic
 from gates.core.errors import GatesError
-from gates.core.run_protocol import SAVE_EVERY
 from gates.replay.names import PARTS, state_file_name
 
 if TYPE_CHECKING:
@@ -113,22 +111,23 @@ def read_commitments(path: Path, display: str) -> Commitments:
     return commitments
 
 
-def save_every_from_environment(given: int | None) -> int:
+def chosen_save_every(given: int | None, protocol: str | None) -> int:
+    """How often the full state is saved: as given, else as the run protocol says
+    (GATES_STATE_EVERY, which `gates run` sets from the policy), else the default."""
     if given is not None:
         return given
-    text = os.environ.get(SAVE_EVERY, "")
-    if text.isdigit():
-        return int(text)
+    if protocol is not None and protocol.isdigit():
+        return int(protocol)
     return DEFAULT_SAVE_EVERY
 
 
 class StepCommitter:
     """Commits each step's state, saves every K-th (and the last) under `states/`."""
 
-    def __init__(self, folder: Path, framework: str, save_every: int | None = None) -> None:
+    def __init__(self, folder: Path, framework: str, save_every: int = DEFAULT_SAVE_EVERY) -> None:
         self.folder = folder
         self.framework = framework
-        self.save_every = save_every_from_environment(save_every)
+        self.save_every = save_every
         self.steps: list[StepCommitment] = []
         self._last: TrainingState | None = None
 

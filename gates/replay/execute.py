@@ -37,7 +37,7 @@ from gates.replay.state import (
 )
 from gates.replay.windows import Window
 from gates.sandbox import Request as SandboxRequest
-from gates.sandbox import prepared, support
+from gates.sandbox import SandboxHost, prepared
 
 PLACEHOLDERS = ("{state}", "{start}", "{end}", "{out}")
 
@@ -81,7 +81,7 @@ def _launch_window(
     commit under audit materialized without the evidence locations, the saved state bound
     read-only, ``out`` the only writable folder, nothing of gates' configuration in reach.
     No sandbox: nothing runs (the replay is an error, never a launch outside it)."""
-    found = support()
+    found = run.host.support()
     if found.mechanism is None:
         raise GatesError(f"cannot start a sandbox for the replay, nothing was run: {found.reason}")
     request = SandboxRequest(
@@ -95,6 +95,7 @@ def _launch_window(
         # SAVE_EVERY 0: only the window's last state is saved
         protocol={RUN_DIR: str(out), RUN_ID: run_id, SAVE_EVERY: "0", FRAMEWORK: run.framework},
         extra_binds={state: state},
+        host=run.host,
     )
     with prepared(found, request) as ready, log.open("wb") as sink:
         try:
@@ -124,6 +125,7 @@ class RunUnderReplay:
     commit: str  # the commit under audit, materialized in the sandbox
     excluded: tuple[str, ...]  # the evidence locations, never in the sandbox
     framework: str  # the run's side, for the recorder (GATES_FRAMEWORK)
+    host: SandboxHost  # the command's host the sandbox is made on
 
 
 def _error(window: Window, started: float, message: str) -> WindowResult:

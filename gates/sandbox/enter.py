@@ -134,7 +134,7 @@ def main() -> int:
     if child == 0:
         _drop_capabilities()
         try:
-            os.execvpe(command[0], command, dict(os.environ))
+            os.execvp(command[0], command)  # the environment the launcher was given
         except OSError as exc:
             print(f"gates sandbox: cannot run {command[0]}: {exc.strerror}", file=sys.stderr)
             os._exit(127)

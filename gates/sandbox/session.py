@@ -7,19 +7,49 @@ import shutil
 import tempfile
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from gates.core.errors import GatesError
-from gates.core.hashing import StatCache, cache_file
+from gates.core.hashing import StatCache
+from gates.core.invocation import Invocation
 from gates.core.paths import is_under
 from gates.receipts.model import RunIsolation
 from gates.sandbox.backends import sandbox_argv
 from gates.sandbox.materialize import materialize
-from gates.sandbox.support import SandboxSupport
+from gates.sandbox.support import SandboxSupport, support
 from gates.sandbox.view import build_view, never_visible, passed_environment
 
 Isolation = RunIsolation
+
+
+@dataclass(frozen=True)
+class SandboxHost:
+    """What a sandbox is made from on this host, from the command's invocation: the
+    mechanism asked for (``mechanism``: GATES_SANDBOX), the environment gates was started
+    with (``environment``: the sandbox passes only its allowlist of it), what must stay out
+    of the sandbox's reach beyond HOME and `.git` (``hidden``: the signing key, the trust
+    file, gates' cache folder), and the command's stat cache (the declared inputs' digests)."""
+
+    mechanism: str = "auto"
+    environment: Mapping[str, str] = field(default_factory=dict)
+    hidden: Mapping[str, Path] = field(default_factory=dict)
+    cache: StatCache = field(default_factory=lambda: StatCache(None))
+
+    @classmethod
+    def of(cls, invocation: Invocation, cache: StatCache) -> SandboxHost:
+        hidden: dict[str, Path] = {}
+        if invocation.signing_key is not None:
+            hidden["the signing key"] = invocation.signing_key
+        if invocation.trust is not None:
+            hidden["the trust file"] = invocation.trust.value.expanduser()
+        if invocation.cache_folder is not None:
+            hidden["gates' cache folder"] = invocation.cache_folder
+        return cls(invocation.sandbox, invocation.environment, hidden, cache)
+
+    def support(self) -> SandboxSupport:
+        """The sandbox this host can start now (`gates.sandbox.support.support`)."""
+        return support(self.mechanism, self.environment.get("PATH", os.defpath))
 
 
 @dataclass(frozen=True)
@@ -39,6 +69,7 @@ class Request:
     extra_binds: Mapping[Path, Path] | None = None  # more read-only folders: host -> inside
     output: Path | None = None  # the writable folder on the host (default: a new empty one)
     fixed_env: Mapping[str, str] | None = None  # values gates sets itself (never the host's)
+    host: SandboxHost = field(default_factory=SandboxHost)
 
 
 @dataclass(frozen=True)
@@ -64,7 +95,7 @@ def _digests(declared: str, host: Path, cache: StatCache) -> dict[str, str]:
 def _inputs(request: Request) -> tuple[dict[Path, Path], dict[str, str]]:
     binds: dict[Path, Path] = {}
     digests: dict[str, str] = {}
-    cache = StatCache(cache_file(request.root))
+    cache = request.host.cache
     for declared in request.inputs:
         absolute = Path(declared).is_absolute()
         host = Path(declared) if absolute else request.root / declared
@@ -124,7 +155,7 @@ def prepared(found: SandboxSupport, request: Request) -> Iterator[Prepared]:
         made = materialize(request.root, request.commit, request.excluded, source)
         binds, digests = _inputs(request)
         binds |= dict(request.extra_binds or {})
-        env = passed_environment(os.environ, request.env_names, request.protocol)
+        env = passed_environment(request.host.environment, request.env_names, request.protocol)
         env |= dict(request.fixed_env or {})
         seen = (request.root, request.output_at)
         inside_cwd = (
@@ -139,7 +170,7 @@ def prepared(found: SandboxSupport, request: Request) -> Iterator[Prepared]:
             env=env,
             cwd=inside_cwd,
             network=request.network,
-            hidden=never_visible(request.root, _git_dir(request.root)),
+            hidden=never_visible(request.root, _git_dir(request.root), request.host.hidden),
         )
         (scratch / "root").mkdir()
         isolation = Isolation(

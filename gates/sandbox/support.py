@@ -1,14 +1,13 @@
 """Which sandbox this host can start: bubblewrap, else util-linux `unshare`, else none.
 
 Each is tried for real once per process (a namespace that cannot be created is
-found here, not in the middle of a run). GATES_SANDBOX chooses one (`bwrap`,
-`unshare`); the default `auto` prefers bubblewrap.
+found here, not in the middle of a run). GATES_SANDBOX (the invocation's `sandbox`)
+chooses one (`bwrap`, `unshare`); the default `auto` prefers bubblewrap.
 """
 
 from __future__ import annotations
 
 import functools
-import os
 import shutil
 import subprocess
 from typing import Literal
@@ -65,10 +64,10 @@ def _probe(mechanism: Mechanism, path: str) -> SandboxSupport:
     return SandboxSupport(mechanism=mechanism, version=_version(executable), executable=executable)
 
 
-def support() -> SandboxSupport:
-    """The sandbox this host can start now; ``reason`` names why none, with the fix."""
-    chosen = os.environ.get("GATES_SANDBOX", "auto")
-    path = os.environ.get("PATH", os.defpath)
+def support(chosen: str, path: str) -> SandboxSupport:
+    """The sandbox this host can start now, of the mechanism ``chosen`` (GATES_SANDBOX:
+    auto, bwrap or unshare) found on ``path`` (the PATH gates was started with);
+    ``reason`` names why none, with the fix."""
     if chosen not in ("auto", "bwrap", "unshare"):
         return SandboxSupport(
             mechanism=None,

@@ -17,7 +17,6 @@ from pathlib import Path
 
 import gates
 from gates.core.errors import GatesError
-from gates.core.hashing import cache_file
 from gates.core.run_protocol import (
     FRAMEWORK,
     GIT_HEAD,
@@ -125,17 +124,16 @@ def _system(network: bool) -> tuple[list[Bind], list[tuple[str, str]], list[str]
     return binds, links, devices
 
 
-def never_visible(root: Path, git_dir: Path | None) -> dict[str, Path]:
-    """What no sandbox may see, by what it is."""
+def never_visible(
+    root: Path, git_dir: Path | None, configured: Mapping[str, Path]
+) -> dict[str, Path]:
+    """What no sandbox may see, by what it is: HOME, the repository's git folders, and what
+    gates is configured with (``configured``: the signing key, the trust file, gates'
+    cache folder)."""
     hidden: dict[str, Path] = {"HOME": Path.home(), "the worktree's .git": root / ".git"}
     if git_dir is not None:
         hidden["the repository's git folder"] = git_dir
-    for name, what in (("GATES_SIGNING_KEY", "the signing key"), ("GATES_TRUST", "the trust file")):
-        if os.environ.get(name):
-            hidden[what] = Path(os.environ[name])
-    cache = cache_file(root)
-    if cache is not None:
-        hidden["gates' cache folder"] = cache.parent
+    hidden |= configured
     return {what: path.resolve() for what, path in hidden.items()}
 
 

@@ -24,7 +24,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from gates.core import progress
+from gates.core.progress import QUIET, Progress
 from gates.naming.config_placeholders import FROM_CONFIG
 from gates.naming.config_placeholders import resolve as resolve_placeholders
 from gates.naming.interpret import LAYOUT_OPS, Arrays, Interpreter, leaf_views
@@ -333,15 +333,6 @@ class _Buffer:
             self.data = bytearray(size)
         return memoryview(self.data)
 
-    def release(self) -> None:
-        self.data = bytearray()
-
-
-_REFERENCE_BLOCK = _Buffer()
-_CANDIDATE_BLOCK = _Buffer()
-_LEAF = _Buffer()
-_CANDIDATE = _Buffer()
-
 
 class _OnBlock(_Widening):
     """The node's tensor over a block of the one leaf's raw elements: a tree of renames
@@ -355,7 +346,7 @@ class _OnBlock(_Widening):
 
 
 def _elementwise(
-    mapped: Mapped, ref: PhaseReader, cand: PhaseReader, result: TensorResult
+    mapped: Mapped, ref: PhaseReader, cand: PhaseReader, result: TensorResult, scratch: Scratch
 ) -> Difference:
     """A tensor the rules rename and cast only, a block of elements at a time: the stored
     bytes by memcmp when nothing casts, else the reference's block built as `_build`
@@ -373,8 +364,8 @@ def _elementwise(
     per_block = max(1, BLOCK_BYTES // max(ref_raw.itemsize, cand_raw.itemsize))
     elements = entry.nbytes // cand_raw.itemsize
     difference = Difference()
-    view_a = _REFERENCE_BLOCK.view(min(per_block, elements) * ref_raw.itemsize)
-    view_b = _CANDIDATE_BLOCK.view(min(per_block, elements) * cand_raw.itemsize)
+    view_a = scratch.reference_block.view(min(per_block, elements) * ref_raw.itemsize)
+    view_b = scratch.candidate_block.view(min(per_block, elements) * cand_raw.itemsize)
     for first in range(0, elements, per_block):
         count = min(per_block, elements - first)
         block_a, block_b = view_a[: count * ref_raw.itemsize], view_b[: count * cand_raw.itemsize]
@@ -383,7 +374,7 @@ def _elementwise(
         actual = np.frombuffer(block_b, cand_raw)
         result.nonfinite += nonfinite_count(actual, entry.dtype)
         if not casts:
-            if not _REFERENCE_BLOCK.data.startswith(block_b):  # the first bytes, by memcmp
+            if not scratch.reference_block.data.startswith(block_b):  # first bytes, by memcmp
                 difference.add(np.frombuffer(block_a, ref_raw), actual, entry.dtype, first)
             continue
         expected = _OnBlock(np.frombuffer(block_a, ref_raw)).run(node)
@@ -415,16 +406,26 @@ class _Slab:
         return array, self.data
 
 
-_SLAB = _Slab()
+@dataclass
+class Scratch:
+    """The buffers of one comparison, reused for every block of every tensor it compares
+    and dropped with it: a fresh buffer per block costs more in page faults than the
+    comparison itself."""
+
+    reference_block: _Buffer = field(default_factory=_Buffer)
+    candidate_block: _Buffer = field(default_factory=_Buffer)
+    leaf: _Buffer = field(default_factory=_Buffer)
+    candidate: _Buffer = field(default_factory=_Buffer)
+    slab: _Slab = field(default_factory=_Slab)
 
 
-def _strided_equal(expected: np.ndarray, actual: np.ndarray) -> bool:
+def _strided_equal(expected: np.ndarray, actual: np.ndarray, slab_buffer: _Slab) -> bool:
     """``expected`` (C-contiguous, 2-D) against ``actual``, a strided view (a transpose):
     a slab of 64 rows of ``actual`` is copied tile by tile (64 x 256 elements: both sides
     of a tile stay in cache) into one reused buffer, then compared with the same rows of
     ``expected`` by memcmp. One transposing copy in all, blocked, and no temporaries."""
     rows, cols = expected.shape
-    slab, data = _SLAB.rows(min(SLAB_ROWS, rows), expected)
+    slab, data = slab_buffer.rows(min(SLAB_ROWS, rows), expected)
     for i in range(0, rows, SLAB_ROWS):
         height = min(SLAB_ROWS, rows - i)
         part = actual[i : i + height]
@@ -436,7 +437,7 @@ def _strided_equal(expected: np.ndarray, actual: np.ndarray) -> bool:
     return True
 
 
-def _tiles_equal(expected: np.ndarray, actual: np.ndarray) -> bool:
+def _tiles_equal(expected: np.ndarray, actual: np.ndarray, slab_buffer: _Slab) -> bool:
     """Equal bits (raw unsigned elements): through `_strided_equal` when ``actual`` is a
     strided 2-D view (a transpose, a fused part), in slabs along the first axis otherwise;
     temporaries stay small either way."""
@@ -445,7 +446,7 @@ def _tiles_equal(expected: np.ndarray, actual: np.ndarray) -> bool:
     if expected.shape != actual.shape or expected.dtype != actual.dtype:
         return False
     if expected.ndim == 2 and expected.flags.c_contiguous and not actual.flags.c_contiguous:
-        return _strided_equal(expected, actual)
+        return _strided_equal(expected, actual, slab_buffer)
     slab = max(1, TILE_BYTES // max(1, expected[0].nbytes))
     return all(
         np.array_equal(expected[i : i + slab], actual[i : i + slab])
@@ -453,21 +454,25 @@ def _tiles_equal(expected: np.ndarray, actual: np.ndarray) -> bool:
     )
 
 
-def _layout_equal(node: Node, actual: np.ndarray, reader: PhaseReader, suffix: str) -> bool:
+def _layout_equal(
+    node: Node, actual: np.ndarray, reader: PhaseReader, suffix: str, scratch: Scratch
+) -> bool:
     """Does the candidate view ``actual`` hold exactly ``node``? Renames, transposes and
     fusions are pushed down to views of the candidate, so no reference tensor is copied
     into the candidate's layout: each leaf is read once and compared in place."""
     return all(
-        _tiles_equal(reader.array(leaf.name + suffix, _LEAF), view)
+        _tiles_equal(reader.array(leaf.name + suffix, scratch.leaf), view, scratch.slab)
         for leaf, view in leaf_views(node, actual)
     )
 
 
-def _built(mapped: Mapped, ref: PhaseReader, cand: PhaseReader, result: TensorResult) -> Difference:
+def _built(
+    mapped: Mapped, ref: PhaseReader, cand: PhaseReader, result: TensorResult, scratch: Scratch
+) -> Difference:
     entry = cand.entry(mapped.candidate)
     if mapped.node.ops() <= LAYOUT_OPS and mapped.node.dtype == entry.dtype:
-        actual = cand.array(mapped.candidate, _CANDIDATE)
-        if _layout_equal(mapped.node, actual, ref, mapped.suffix):
+        actual = cand.array(mapped.candidate, scratch.candidate)
+        if _layout_equal(mapped.node, actual, ref, mapped.suffix, scratch):
             result.nonfinite += nonfinite_count(actual, entry.dtype)
             return Difference()
         # a difference: build the expected tensor to locate and measure it
@@ -489,8 +494,16 @@ def _built(mapped: Mapped, ref: PhaseReader, cand: PhaseReader, result: TensorRe
 
 
 def compare_tensor(
-    step: int, phase: str, mapped: Mapped, ref: PhaseReader, cand: PhaseReader
+    step: int,
+    phase: str,
+    mapped: Mapped,
+    ref: PhaseReader,
+    cand: PhaseReader,
+    *,
+    scratch: Scratch | None = None,
 ) -> TensorResult:
+    """One candidate tensor against what the rules make of the reference; ``scratch``: the
+    comparison's reused buffers (a fresh set when not given)."""
     entry = cand.entry(mapped.candidate)
     node = mapped.node
     result = TensorResult(step, phase, mapped.reference_names(), mapped.candidate, equal=False)
@@ -508,7 +521,8 @@ def compare_tensor(
         return result
     try:
         elementwise = node.ops() <= ELEMENTWISE_OPS
-        difference = (_elementwise if elementwise else _built)(mapped, ref, cand, result)
+        compare = _elementwise if elementwise else _built
+        difference = compare(mapped, ref, cand, result, scratch or Scratch())
     except (RuleError, DtypeError) as exc:
         result.reason = str(exc)
         return result
@@ -651,9 +665,10 @@ def compare_dumps(
     selection: Selection,
     *,
     slots: dict[str, str] | None = None,
+    progress: Progress = QUIET,
 ) -> Comparison:
     """Compare every selected (step, phase); the first divergence by step, then by the
-    candidate's execution order."""
+    candidate's execution order. The comparison's buffers live as long as it does."""
     slot_map = DEFAULT_SLOTS if slots is None else slots
     result = Comparison()
     ruleset, notes = _placeholders(ruleset, reference, candidate)
@@ -664,6 +679,7 @@ def compare_dumps(
             result.problems.append(f"{side}: {note}")
     steps = _steps(reference, candidate, selection)
     result.steps = steps
+    scratch = Scratch()
     if not steps:
         result.problems.append("no step to compare in the selection")
     for step in progress.counted(steps, len(steps), "comparing tensor steps", "step"):
@@ -697,6 +713,7 @@ def compare_dumps(
                 tally=tally,
                 result=result,
                 used_rules=used_rules,
+                scratch=scratch,
             )
         diverged = [r for r in step_results if not r.equal]
         if diverged and result.first is None:
@@ -706,8 +723,6 @@ def compare_dumps(
                 key=lambda r: (position.get((r.phase, r.candidate), last), PHASES.index(r.phase)),
             )
         result.unequal += diverged
-    for buffer in (_REFERENCE_BLOCK, _CANDIDATE_BLOCK, _LEAF, _CANDIDATE):
-        buffer.release()  # a process that audits on holds no tensor-sized buffer
     try:
         rules = ruleset.all_rules()
     except RuleError:
@@ -729,6 +744,7 @@ def _compare_phase(
     tally: PhaseTally,
     result: Comparison,
     used_rules: set[str],
+    scratch: Scratch,
 ) -> list[TensorResult]:
     ref_file, cand_file = ref_step.phases.get(phase), cand_step.phases.get(phase)
     where = f"step {ref_step.step} {phase}"
@@ -768,7 +784,9 @@ def _compare_phase(
     results: list[TensorResult] = []
     try:
         for name in sorted(set(mapped) & cand_names):
-            compared = compare_tensor(ref_step.step, phase, mapped[name], ref_reader, cand_reader)
+            compared = compare_tensor(
+                ref_step.step, phase, mapped[name], ref_reader, cand_reader, scratch=scratch
+            )
             tally.add(compared)
             results.append(compared)
     finally:

@@ -26,7 +26,6 @@ dump; under `gates run`, the run does.
 
 from __future__ import annotations
 
-import os
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 from types import TracebackType
@@ -35,7 +34,7 @@ from typing import Any
 import numpy as np
 
 from gates.core.errors import GatesError
-from gates.core.run_protocol import RUN_DIR, RUN_ID, rank_folder
+from gates.core.run_protocol import RunProtocol, protocol, rank_folder
 from gates.tensors.layout import (
     PHASES,
     SLOT_SEPARATOR,
@@ -102,7 +101,8 @@ class TensorRecorder:
         phases: Iterable[str] = PHASES,
         optimizer_slots: Iterable[str] | None = None,
     ) -> None:
-        chosen = folder or os.environ.get(RUN_DIR)
+        self.protocol: RunProtocol = protocol()
+        chosen = folder or self.protocol.run_dir
         if chosen is None:
             raise GatesError("no run folder: pass one, or run under `gates run`")
         if framework not in OPTIMIZER_SLOTS:
@@ -257,8 +257,8 @@ class TensorRecorder:
         for handle in self._hooks:
             handle.remove()
         self._hooks = []
-        if os.environ.get(RUN_ID) is None and self.written:
-            receipt_dump(self.folder, self.framework)
+        if not self.protocol.under_gates_run and self.written:
+            receipt_dump(self.folder, self.framework, self.protocol.signing_key)
 
     def __enter__(self) -> TensorRecorder:
         return self
@@ -276,11 +276,13 @@ class TensorRecorder:
                 handle.remove()
 
 
-def receipt_dump(folder: Path, framework: str) -> None:
-    """Outside `gates run`: one tensor_dump receipt over the dump, if in a gates workspace."""
+def receipt_dump(folder: Path, framework: str, signing_key: Path | None = None) -> None:
+    """Outside `gates run`: one tensor_dump receipt over the dump, if in a gates workspace
+    (signed with the key at ``signing_key``, if any)."""
     from gates.core.paths import is_under  # noqa: PLC0415
     from gates.receipts.create import ReceiptRequest, create_receipt  # noqa: PLC0415
     from gates.receipts.model import ArtifactKind, Framework  # noqa: PLC0415
+    from gates.trust.keys import configured_key  # noqa: PLC0415
     from gates.workspace.repository import open_workspace  # noqa: PLC0415
 
     try:
@@ -300,4 +302,4 @@ def receipt_dump(folder: Path, framework: str) -> None:
         output=f"{base.as_posix()}/{TENSORS_FOLDER}.receipt.json",
         overwrite=True,
     )
-    create_receipt(workspace, request)
+    create_receipt(workspace, request, signing_key=configured_key(signing_key))

@@ -32,6 +32,7 @@ from gates.core import exitcodes
 from gates.core.echo import Echo
 from gates.core.errors import GatesError
 from gates.core.hashing import StatCache
+from gates.core.progress import Progress
 from gates.engine.inputs import AuditInputs
 from gates.workspace.external import Location, locate
 from gates.workspace.repository import roots_of
@@ -62,6 +63,7 @@ def _hash_share(
     cache: StatCache,
     threads: int | None,
     bind_files: bool,
+    progress: Progress,
 ) -> RankReport:
     """This rank's share: tensor contents, and each shard's stat (and sha256 when bound).
 
@@ -75,7 +77,12 @@ def _hash_share(
     workers = threads or max(1, default_threads() // world.local_size)
     before = stat_keys(folder, share)
     contents = hash_shards(
-        report.checkpoint, share, cache=cache, cache_prefix=report.path, threads=workers
+        report.checkpoint,
+        share,
+        cache=cache,
+        cache_prefix=report.path,
+        threads=workers,
+        progress=progress,
     )
     sha256 = _file_digests(folder, share, report.path, cache, workers) if bind_files else {}
     files = {
@@ -167,6 +174,7 @@ def check_by_ranks(
             cache=audit.cache,
             threads=threads,
             bind_files=bind,
+            progress=audit.invocation.progress,
         )
     except Exception as exc:  # noqa: BLE001  (any failure must reach rank 0, which names this rank)
         mine = RankReport(

@@ -13,13 +13,13 @@ from __future__ import annotations
 
 import hashlib
 import importlib.metadata
-import os
 import platform
 import socket
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from gates.core.run_protocol import RANK_VARIABLES
+from gates.core.run_protocol import RANK_VARIABLES, launch_variables
 
 DETERMINISM_VARIABLES = (
     "FLAGS_cudnn_deterministic",
@@ -170,12 +170,19 @@ def file_sha256(path: Path) -> str:
 
 
 def capture(
-    *, model_config: Path | None = None, framework: str | None = "paddle"
+    *,
+    model_config: Path | None = None,
+    framework: str | None = "paddle",
+    variables: Mapping[str, str] | None = None,
 ) -> dict[str, Any]:
-    """A JSON-ready description of this process's environment."""
+    """A JSON-ready description of this process's environment. The rank and determinism
+    variables come from ``variables`` (a command's invocation hands in its environment);
+    None: this training process's own, read through the run protocol."""
+    if variables is None:
+        variables = launch_variables((*RANK_VARIABLES, *DETERMINISM_VARIABLES))
     probes = {"paddle": _paddle, "torch": _torch}
     found: dict[str, Any] = probes[framework]() if framework in probes else {"framework": framework}
-    world = os.environ.get("PADDLE_TRAINERS_NUM")
+    world = variables.get("PADDLE_TRAINERS_NUM")
     found.update(
         {
             "python": platform.python_version(),
@@ -183,9 +190,9 @@ def capture(
             "cpu_kernels": cpu_kernels(),
             "host": socket.gethostname(),
             "world_size": int(world) if world and world.isdigit() else 1,
-            "rank": {name: os.environ[name] for name in RANK_VARIABLES if name in os.environ},
+            "rank": {name: variables[name] for name in RANK_VARIABLES if name in variables},
             "determinism": {
-                name: os.environ[name] for name in DETERMINISM_VARIABLES if name in os.environ
+                name: variables[name] for name in DETERMINISM_VARIABLES if name in variables
             },
             "libraries": library_versions(),
             "model_config_sha256": file_sha256(model_config) if model_config else None,

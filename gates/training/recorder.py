@@ -37,7 +37,6 @@ from __future__ import annotations
 
 import json
 import math
-import os
 import sys
 from pathlib import Path
 from types import TracebackType
@@ -46,11 +45,11 @@ from typing import TYPE_CHECKING, Any
 from gates.core.atomic import write_text_atomic
 from gates.core.errors import GatesError
 from gates.core.json_writer import pretty_json
-from gates.replay.commitments import StepCommitter
+from gates.replay.commitments import StepCommitter, chosen_save_every
 
 if TYPE_CHECKING:  # the numeric code loads with the first state committed
     from gates.replay.state import TrainingState
-from gates.core.run_protocol import FRAMEWORK, GIT_HEAD, MODEL_CONFIG, RUN_DIR, RUN_ID, rank_folder
+from gates.core.run_protocol import RunProtocol, protocol, rank_folder
 from gates.training.env import capture
 
 FRAMEWORKS = ("torch", "paddle")
@@ -63,9 +62,8 @@ class RecorderError(GatesError):
         return self.one_line()
 
 
-def _framework(given: str | None) -> str:
+def _framework(given: str | None, launched: str | None) -> str:
     """The side, from the launching `gates run` or the caller; they must agree; never guessed."""
-    launched = os.environ.get(FRAMEWORK) or None
     chosen = given or launched
     if chosen is None:
         raise RecorderError(
@@ -83,9 +81,9 @@ def _framework(given: str | None) -> str:
     return chosen
 
 
-def _model_config(given: str | Path | None) -> Path:
+def _model_config(given: str | Path | None, launched: str | None) -> Path:
     """The model's config.json: env.json carries its sha256 (the results schema needs it)."""
-    chosen = given or os.environ.get(MODEL_CONFIG) or None
+    chosen = given or launched
     if chosen is None:
         raise RecorderError(
             "no model config: env.json needs model_config_sha256",
@@ -112,11 +110,12 @@ class RunRecorder:
         first_step: int = 1,
         save_every: int | None = None,
     ) -> None:
-        chosen = folder or os.environ.get(RUN_DIR)
+        self.protocol: RunProtocol = protocol()
+        chosen = folder or self.protocol.run_dir
         if chosen is None:
             raise GatesError("no run folder: pass one, or run under `gates run`")
-        self.framework = _framework(framework)
-        self.model_config = _model_config(model_config)
+        self.framework = _framework(framework, self.protocol.framework)
+        self.model_config = _model_config(model_config, self.protocol.model_config)
         self.folder = rank_folder(Path(chosen))
         self.folder.mkdir(parents=True, exist_ok=True)
         self.non_finite: dict[str, object] | None = None
@@ -126,7 +125,8 @@ class RunRecorder:
         self.first_step = first_step  # a replayed window resumes after step first_step - 1
         self.steps = first_step - 1  # the last step recorded
         self._raw = (self.folder / "raw_loss.jsonl").open("w", encoding="utf-8")
-        self._committer = StepCommitter(self.folder, self.framework, save_every)
+        every = chosen_save_every(save_every, self.protocol.save_every)
+        self._committer = StepCommitter(self.folder, self.framework, every)
 
     def start(self, state: TrainingState) -> None:
         """Commit the state training starts from (step 0 of a run: always saved)."""
@@ -176,8 +176,8 @@ class RunRecorder:
                 "framework": self.framework,
                 "weights_loaded": self.weights_loaded,
                 "revision": self.revision,
-                "git_head": os.environ.get(GIT_HEAD),
-                "run_id": os.environ.get(RUN_ID),
+                "git_head": self.protocol.git_head,
+                "run_id": self.protocol.run_id,
             }
         )
         return found
@@ -191,8 +191,8 @@ class RunRecorder:
             series["non_finite"] = self.non_finite
         write_text_atomic(self.folder / "loss.json", json.dumps(series) + "\n")
         write_text_atomic(self.folder / "env.json", pretty_json(self.environment()))
-        if os.environ.get(RUN_ID) is None:
-            _receipt_alone(self.folder, self.framework)
+        if not self.protocol.under_gates_run:
+            _receipt_alone(self.folder, self.framework, self.protocol)
 
     def __enter__(self) -> RunRecorder:
         return self
@@ -209,10 +209,12 @@ class RunRecorder:
             self._raw.close()  # finished steps stay; no loss.json for a failed run
 
 
-def _receipt_alone(folder: Path, framework: str) -> None:
-    """Outside `gates run`: stamp the files here, if this is a gates workspace."""
+def _receipt_alone(folder: Path, framework: str, run: RunProtocol) -> None:
+    """Outside `gates run`: stamp the files here, if this is a gates workspace (signed with
+    the key GATES_SIGNING_KEY names, if any)."""
     from gates.receipts.create import ReceiptRequest, create_receipt  # noqa: PLC0415
     from gates.receipts.model import ArtifactKind, Framework  # noqa: PLC0415
+    from gates.trust.keys import configured_key  # noqa: PLC0415
     from gates.workspace.repository import open_workspace  # noqa: PLC0415
 
     try:
@@ -220,6 +222,7 @@ def _receipt_alone(folder: Path, framework: str) -> None:
     except GatesError:
         return
     base = folder.resolve().relative_to(workspace.root).as_posix()
+    key = configured_key(run.signing_key)
     for name, kind in (
         ("loss.json", ArtifactKind.LOSS),
         ("raw_loss.jsonl", ArtifactKind.RAW_LOSS),
@@ -228,7 +231,7 @@ def _receipt_alone(folder: Path, framework: str) -> None:
         request = ReceiptRequest(
             kind=kind, subjects=(f"{base}/{name}",), framework=Framework(framework), overwrite=True
         )
-        create_receipt(workspace, request)
+        create_receipt(workspace, request, signing_key=key)
 
 
 class GatesCallback:

@@ -19,7 +19,6 @@ import base64
 import binascii
 import functools
 import hashlib
-import os
 import tomllib
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -35,7 +34,6 @@ from gates.core.validation import first_error
 if TYPE_CHECKING:
     from securesystemslib.signer import Key
 
-TRUST_VARIABLE = "GATES_TRUST"
 PEM_HEADER = "-----BEGIN PUBLIC KEY-----"
 ANY_FRAMEWORK = "*"
 
@@ -219,11 +217,3 @@ def load_trust_file(path: Path) -> Anchors:
             return None
 
     return parse_trust(text, str(path), read_key)
-
-
-def trust_file_from_environment(option: Path | None) -> Path | None:
-    """``--trust FILE`` wins over ``GATES_TRUST``; None when neither is given."""
-    if option is not None:
-        return option
-    value = os.environ.get(TRUST_VARIABLE, "")
-    return Path(value) if value else None

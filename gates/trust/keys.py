@@ -17,12 +17,12 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from gates.core.errors import GatesError
+from gates.core.invocation import SIGNING_KEY_VARIABLE
 
 if TYPE_CHECKING:
     from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
     from securesystemslib.signer import CryptoSigner
 
-SIGNING_KEY_VARIABLE = "GATES_SIGNING_KEY"
 MAX_KEY_BYTES = 64 * 1024
 
 
@@ -148,12 +148,11 @@ def load_key(path: Path) -> SigningKey:
     return SigningKey(path, private)
 
 
-def key_from_environment() -> SigningKey | None:
-    """The key named by GATES_SIGNING_KEY, or None when the variable is unset or empty."""
-    value = os.environ.get(SIGNING_KEY_VARIABLE, "")
-    if not value:
+def configured_key(path: Path | None) -> SigningKey | None:
+    """The key the invocation names (GATES_SIGNING_KEY, `Invocation.signing_key`), or None
+    when none is named; a bad key is an error that names the variable."""
+    if path is None:
         return None
-    path = Path(value).expanduser()
     try:
         return load_key(path)
     except SigningKeyError as exc:

@@ -169,7 +169,7 @@ def parse_config(text: str, *, source: Path) -> GatesConfig:
             message = f"unknown key '{first.key}'"
         else:
             message = f"key '{first.key}': {first.message} (found {first.found!r})"
-        raise ConfigError(message, file=source, hint="see docs/configuration.md") from None
+        raise ConfigError(message, file=source, hint="see docs/gates-toml.md") from None
     for name, spec in config.evidence.external.root.items():
         try:
             check_root_spelling(name, spec)

@@ -15,7 +15,7 @@ from __future__ import annotations
 import os
 import re
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from gates.core.errors import UnsafePathError
@@ -53,11 +53,12 @@ def check_root_spelling(name: str, spec: str) -> None:
         raise UnsafePathError(f"evidence.external.{name} = {spec!r} contains '..'")
 
 
-def expand_root(name: str, spec: str) -> Path:
-    """The absolute, normalized path a root's spelling names on this machine."""
+def expand_root(name: str, spec: str, variables: Mapping[str, str]) -> Path:
+    """The absolute, normalized path a root's spelling names on this machine, its
+    `${NAME}` from ``variables`` (the command's environment)."""
 
     def variable(match: re.Match[str]) -> str:
-        value = os.environ.get(match.group(1))
+        value = variables.get(match.group(1))
         if not value:
             raise ExternalRootError(
                 f"external root '{name}': environment variable {match.group(1)} is unset",
@@ -85,6 +86,7 @@ class ExternalRoots:
 
     workspace: Path
     specs: Mapping[str, str]
+    variables: Mapping[str, str] = field(default_factory=dict)  # the `${NAME}` values here
 
     def root(self, name: str) -> Path:
         """The real folder of root ``name``; ExternalRootError when it cannot be used here."""
@@ -95,7 +97,7 @@ class ExternalRoots:
                 f"no external root named '{name}' (configured: {known})",
                 hint="add it under [evidence.external] in gates.toml",
             )
-        path = expand_root(name, spec)
+        path = expand_root(name, spec, self.variables)
         if not path.is_dir():
             raise ExternalRootError(
                 f"external root '{name}' ({path}) is not available on this machine",
@@ -120,7 +122,7 @@ class ExternalRoots:
         """``external:<root>/<relpath>`` for an absolute path below a usable root, else None."""
         for name in sorted(self.specs):
             try:
-                base = expand_root(name, self.specs[name])
+                base = expand_root(name, self.specs[name], self.variables)
             except ExternalRootError:
                 continue
             for candidate in {base, Path(os.path.realpath(base))}:
@@ -180,7 +182,7 @@ def locate(roots: ExternalRoots, given: str, cwd: Path) -> Location:
         unusable = []
         for name, spec in sorted(roots.specs.items()):
             try:
-                expand_root(name, spec)
+                expand_root(name, spec, roots.variables)
             except ExternalRootError as problem:
                 unusable.append(problem.message)
         why = f"; not usable here: {'; '.join(unusable)}" if unusable else ""

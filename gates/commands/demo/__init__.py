@@ -1,8 +1,10 @@
 """`gates demo`: the seed PR's story on the glm52-minimal example, in a temporary repository.
 
-The policy in force is `main` (GATES_POLICY_REF); the PR is a branch off it. A
-demo key, written outside the repository, is trusted for both sides
-(GATES_TRUST); the recorded PyTorch run ships signed with it.
+The policy in force is `main` (the demo's invocation names it as GATES_POLICY_REF would);
+the PR is a branch off it. A demo key, written outside the repository, signs and is
+trusted for both sides (as GATES_SIGNING_KEY and GATES_TRUST would); the recorded
+PyTorch run ships signed with it. Every act takes that invocation as an argument: the
+demo never changes the environment.
 
 (a) The PR as it was: no pin, a lint edit in flight, manifests without a
 `format` key, nothing signed: every receipt probe/0, `formal_alignment_steps = 0 / 100`.
@@ -18,7 +20,7 @@ class, as the PR's review found it, then fixed.
 
 from __future__ import annotations
 
-import contextlib
+import dataclasses
 import importlib.util
 import json
 import math
@@ -27,7 +29,6 @@ import shutil
 import subprocess
 import sys
 import tempfile
-from collections.abc import Iterator
 from pathlib import Path
 
 from gates.commands.check import check_determinism, check_loss
@@ -43,15 +44,18 @@ from gates.commands.run import run as run_command
 from gates.commands.steps import render_text as render_steps
 from gates.core import exitcodes
 from gates.core.echo import Echo, Output
+from gates.core.invocation import Given, Invocation
 from gates.core.resources import example_dir
 from gates.engine.audit import run_audit
-from gates.engine.inputs import load_inputs
+from gates.engine.inputs import AuditInputs, load_inputs
+from gates.engine.inputs import reopened as _again
 from gates.receipts.create import ReceiptRequest, create_receipt
 from gates.receipts.model import ArtifactKind, EvidenceClass, Framework
 from gates.replay.commitments import loss_bits
 from gates.reporters import REPORTERS
 from gates.training.env import cpu_kernels
-from gates.workspace.repository import Workspace, open_workspace
+from gates.trust.keys import configured_key
+from gates.workspace.repository import open_workspace
 
 _IDENTITY = {
     "GIT_AUTHOR_NAME": "gates demo",
@@ -113,7 +117,10 @@ def _git(root: Path, *args: str) -> None:
 
 
 def _receipt(
-    workspace: Workspace, kind: ArtifactKind, subjects: tuple[str, ...], framework: Framework | None
+    inputs: AuditInputs,
+    kind: ArtifactKind,
+    subjects: tuple[str, ...],
+    framework: Framework | None,
 ) -> str:
     request = ReceiptRequest(
         kind=kind,
@@ -123,22 +130,27 @@ def _receipt(
         requested_class=EvidenceClass.FORMAL,
         overwrite=True,
     )
-    receipt, _ = create_receipt(workspace, request)
+    receipt, _ = create_receipt(
+        inputs.workspace,
+        request,
+        signing_key=configured_key(inputs.invocation.signing_key),
+        freeze_inputs=inputs.freeze_inputs,
+    )
     return f"{receipt.evidence_class.value}/{receipt.formal_weight}"
 
 
-def _receipt_recorded(workspace: Workspace, side: str, echo: Echo) -> None:
+def _receipt_recorded(inputs: AuditInputs, side: str, echo: Echo) -> None:
     stamps = [
-        f"{name} {_receipt(workspace, kind, (f'results/{side}/{name}',), Framework(side))}"
+        f"{name} {_receipt(inputs, kind, (f'results/{side}/{name}',), Framework(side))}"
         for name, kind in RECORDED
     ]
     echo(f"  results/{side} (recorded run, receipted by hand): " + ", ".join(stamps))
 
 
-def _receipt_repeats(workspace: Workspace) -> None:
+def _receipt_repeats(inputs: AuditInputs) -> None:
     for repeat in (1, 2, 3):
         path = f"{REPEATS}/repeat-{repeat}/raw_loss.jsonl"
-        _receipt(workspace, ArtifactKind.RAW_LOSS, (path,), Framework.PADDLE)
+        _receipt(inputs, ArtifactKind.RAW_LOSS, (path,), Framework.PADDLE)
 
 
 #: The kernels (`cpu_kernels`) of the CPUs on which the example's recorded bytes were seen to
@@ -192,7 +204,7 @@ def _can_run(module: str) -> bool:
 
 
 def _run(
-    workspace: Workspace, side: str, out: str | None, echo: Echo, outputs: bool = True
+    inputs: AuditInputs, side: str, out: str | None, echo: Echo, *, outputs: bool = True
 ) -> None:
     declared = [(ArtifactKind.CHECKPOINT, f"results/{side}/checkpoint")] if outputs else []
     request = RunRequest(
@@ -205,7 +217,7 @@ def _run(
         clean=True,  # the recorded Paddle run the example ships is replaced, not added to
     )
     lines: list[str] = []
-    code = run_command(load_inputs(workspace), request, cwd=workspace.root, echo=lines.append)
+    code = run_command(_again(inputs), request, cwd=inputs.root, echo=lines.append)
     counted = [line for line in lines if ": counts" in line]
     counting = sum(1 for line in counted if ": counts (" in line)
     target = out or f"results/{side}"
@@ -217,7 +229,7 @@ def _run(
             echo(f"    {line}")
 
 
-def _replay(workspace: Workspace, echo: Echo) -> None:
+def _replay(inputs: AuditInputs, echo: Echo) -> None:
     """A verifier re-executes two windows of each side's signed run, drawn from its seed: the
     Paddle run made here and the recorded torch run, each by its own entrypoint."""
     power = ""
@@ -228,7 +240,7 @@ def _replay(workspace: Workspace, echo: Echo) -> None:
         lines: list[str] = []
         request = ReplayRequest(f"results/{side}", seed="demo-ci-4711", windows=2, window_steps=1)
         code = replay_command(
-            load_inputs(workspace), request, cwd=workspace.root, out=Output("json", lines.append)
+            _again(inputs), request, cwd=inputs.root, out=Output("json", lines.append)
         )
         report = json.loads(lines[-1])
         windows = ", ".join(
@@ -242,17 +254,17 @@ def _replay(workspace: Workspace, echo: Echo) -> None:
                 echo(f"  {note}")
         power = report["detection_power"]
     echo(f"  {power}")
-    _forged_replay(workspace, echo)
+    _forged_replay(inputs, echo)
 
 
 FORGED = "experiments/forged-run"
 
 
-def _forged_replay(workspace: Workspace, echo: Echo) -> None:
+def _forged_replay(inputs: AuditInputs, echo: Echo) -> None:
     """The red-team route with the stolen key: the Paddle run's loss at step 43 edited by
     one bit (in loss.json, raw_loss.jsonl and the commitments alike) and signed again as a
     run of the declared entrypoint. Every signature checks; a window over step 43 does not."""
-    root = workspace.root
+    root = inputs.root
     shutil.copytree(root / "results/paddle", root / FORGED)
     for name in ("replay.json", "replay.receipt.json"):
         (root / FORGED / name).unlink(missing_ok=True)
@@ -269,7 +281,7 @@ def _forged_replay(workspace: Workspace, echo: Echo) -> None:
     run = json.loads((root / "results/paddle/run.receipt.json").read_text())
     outputs = tuple(FORGED + s["path"].removeprefix("results/paddle") for s in run["subjects"])
     create_receipt(
-        workspace,
+        inputs.workspace,
         ReceiptRequest(
             kind=ArtifactKind.RUN,
             subjects=outputs,
@@ -283,12 +295,12 @@ def _forged_replay(workspace: Workspace, echo: Echo) -> None:
                 for k in ("cwd", "startedAt", "endedAt", "exitStatus", "signal")
             },
         ),
+        signing_key=configured_key(inputs.invocation.signing_key),
+        freeze_inputs=inputs.freeze_inputs,
     )
     lines: list[str] = []
     request = ReplayRequest(FORGED, seed="demo-ci-4711", windows=0, explicit=("42:44",))
-    code = replay_command(
-        load_inputs(workspace), request, cwd=root, out=Output("json", lines.append)
-    )
+    code = replay_command(_again(inputs), request, cwd=root, out=Output("json", lines.append))
     window = json.loads(lines[-1])["windows"][0]
     echo(
         f"  forged and signed with the stolen key: {FORGED} (step 43's loss one bit up); "
@@ -298,40 +310,41 @@ def _forged_replay(workspace: Workspace, echo: Echo) -> None:
     shutil.rmtree(root / FORGED)
 
 
-def _audit(workspace: Workspace, echo: Echo) -> None:
-    result = run_audit(load_inputs(workspace))
+def _audit(inputs: AuditInputs, echo: Echo) -> None:
+    result = run_audit(_again(inputs))
     echo(REPORTERS["text"](result))
     echo("")
     echo(render_steps(result.alignment, 4))
 
 
-def _state_of_the_pr(root: Path, echo: Echo) -> Workspace:
+def _state_of_the_pr(root: Path, invocation: Invocation, echo: Echo) -> AuditInputs:
     echo("\n== (a) the PR as it was: no pin, a lint edit in flight, manifests without `format`")
     with (root / "model/train_paddle.py").open("a", encoding="utf-8") as handle:
         handle.write("# style: apply GLM lint formatting\n")
-    workspace = open_workspace(root)
+    inputs = load_inputs(open_workspace(root, invocation.environment), invocation)
     echo("  results/torch: the recorded torch run, signed where it ran (sign_recorded.py)")
-    with _environment({"GATES_SIGNING_KEY": ""}):  # the PR's own receipts: nothing signed
-        _receipt_recorded(workspace, "paddle", echo)
-        _receipt_repeats(workspace)
-    _audit(workspace, echo)
-    return workspace
+    unsigned = dataclasses.replace(invocation, signing_key=None)  # the PR's own: unsigned
+    pr_own = dataclasses.replace(inputs, invocation=unsigned)
+    _receipt_recorded(pr_own, "paddle", echo)
+    _receipt_repeats(pr_own)
+    _audit(inputs, echo)
+    return inputs
 
 
-def _forgery(workspace: Workspace, echo: Echo) -> None:
-    root = workspace.root
+def _forgery(inputs: AuditInputs, echo: Echo) -> None:
+    root = inputs.root
     echo(
         "\n== (b) the forgery: torch losses copied over the Paddle run, receipted by hand "
         "(signed, even), and a self-made waiver"
     )
     for name in ("loss.json", "raw_loss.jsonl"):
         shutil.copy(root / "results/torch" / name, root / "results/paddle" / name)
-    _receipt_recorded(workspace, "paddle", echo)
+    _receipt_recorded(inputs, "paddle", echo)
     (root / "contracts/mtp.waiver.toml").write_text(
         'contract = "contract_environment.tensor-inventory"\nowner = "anyone"\n'
         'reason = "MTP indexer later"\nexpires = 2099-12-31\n'
     )
-    result = run_audit(load_inputs(open_workspace(root)))
+    result = run_audit(_again(inputs))
     judged = {j.path: j for j in result.receipts}
     loss = judged["results/paddle/loss.receipt.json"]
     echo(f"  results/paddle/loss.receipt.json: {loss.status.value}: {loss.reason}")
@@ -345,43 +358,43 @@ def _forgery(workspace: Workspace, echo: Echo) -> None:
         stale.unlink()
 
 
-def _clean(workspace: Workspace, echo: Echo) -> Workspace:
-    root = workspace.root
-    pin_command(workspace, "HEAD", echo=echo)
+def _clean(inputs: AuditInputs, echo: Echo) -> AuditInputs:
+    root = inputs.root
+    pin_command(inputs.workspace, "HEAD", echo=echo)
     _git(root, "checkout", "--", "model")
     _git(root, "rm", "-q", STALE_MANIFEST)
     _git(root, "commit", "-q", "-m", "drop the e055 bench manifest: no format key, superseded")
-    return open_workspace(root)
+    return _again(inputs)
 
 
-def _rerun(workspace: Workspace, echo: Echo) -> None:
-    root = workspace.root
+def _rerun(inputs: AuditInputs, echo: Echo) -> None:
+    root = inputs.root
     echo("\n== (c) the trusted path: signed runs of the declared entrypoints")
     # the reference side is the recorded torch run, signed where it ran, whether or not
     # torch is installed here (where it is, its windows are replayed below)
-    judged = {j.path: j for j in run_audit(load_inputs(workspace)).receipts}
+    judged = {j.path: j for j in run_audit(_again(inputs)).receipts}
     run = judged.get("results/torch/run.receipt.json")
     status = f"{run.status.value} ({run.reason})" if run else "missing"
     echo(f"  torch: its recorded run, signed where it ran: {status}")
     if _can_run("paddle"):
-        _run(workspace, "paddle", None, echo)
+        _run(inputs, "paddle", None, echo)
     if _can_run("paddle"):
-        _replay(workspace, echo)
+        _replay(inputs, echo)
         for repeat in (1, 2, 3):
-            _run(workspace, "paddle", f"{REPEATS}/repeat-{repeat}", echo, outputs=False)
+            _run(inputs, "paddle", f"{REPEATS}/repeat-{repeat}", echo, outputs=False)
     else:
-        _receipt_repeats(workspace)
+        _receipt_repeats(inputs)
     quiet: list[str] = []
     runs = tuple(f"{REPEATS}/repeat-{repeat}" for repeat in (1, 2, 3))
     check_determinism(
-        load_inputs(workspace),
+        _again(inputs),
         runs,
         output="outputs/determinism_check.receipt.json",
         cwd=root,
         out=Output("text", quiet.append),
     )
     check_loss(
-        load_inputs(workspace),
+        _again(inputs),
         "results/torch/loss.json",
         "results/paddle/loss.json",
         required_steps=100,
@@ -391,7 +404,7 @@ def _rerun(workspace: Workspace, echo: Echo) -> None:
         out=Output("text", quiet.append),
     )
     check_checkpoint(
-        load_inputs(workspace),
+        _again(inputs),
         "results/paddle/checkpoint",
         against="results/torch/checkpoint",
         rules=None,
@@ -402,9 +415,9 @@ def _rerun(workspace: Workspace, echo: Echo) -> None:
         out=Output("text", quiet.append),
     )
     echo("  checkers: gates check determinism, gates check loss, gates check checkpoint --against")
-    tensor_step(workspace, echo, PROFILE)
-    probe_step(workspace, echo)
-    _audit(workspace, echo)
+    tensor_step(_again(inputs), echo, PROFILE)
+    probe_step(_again(inputs), echo)
+    _audit(inputs, echo)
 
 
 def lay_out(root: Path, *, evidence: bool = True) -> None:
@@ -424,8 +437,10 @@ def lay_out(root: Path, *, evidence: bool = True) -> None:
         _git(root, "commit", "-q", "-m", "results: the recorded runs")
 
 
-def _trust_demo_key(folder: Path) -> dict[str, str]:
-    """The demo key, copied outside the repository (mode 0600) and trusted for both sides."""
+def _trust_demo_key(folder: Path, base: Invocation) -> Invocation:
+    """The demo key, copied outside the repository (mode 0600), signing and trusted for
+    both sides, under the policy ref `main`: ``base`` with the demo's key, trust file and
+    policy ref."""
     keys = folder / "keys"
     keys.mkdir()
     for name in ("demo.key", "demo.pub"):
@@ -436,47 +451,41 @@ def _trust_demo_key(folder: Path) -> dict[str, str]:
         '[[signers]]\nname = "demo"\npublic_key = "demo.pub"\n'
         'frameworks = ["torch", "paddle", "replay"]\n'
     )
-    return {
-        "GATES_SIGNING_KEY": str(keys / "demo.key"),
-        "GATES_TRUST": str(trust),
-        "GATES_POLICY_REF": POLICY_REF,
-    }
+    return dataclasses.replace(
+        base,
+        signing_key=keys / "demo.key",
+        trust=Given(trust, "gates demo"),
+        policy_ref=Given(POLICY_REF, "gates demo"),
+    )
 
 
-@contextlib.contextmanager
-def _environment(values: dict[str, str]) -> Iterator[None]:
-    saved = {name: os.environ.get(name) for name in values}
-    os.environ.update(values)
-    try:
-        yield
-    finally:
-        for name, value in saved.items():
-            if value is None:
-                os.environ.pop(name, None)
-            else:
-                os.environ[name] = value
-
-
-def demo(*, keep: bool, echo: Echo) -> int:
+def demo(invocation: Invocation, *, keep: bool, echo: Echo) -> int:
+    """The story, told under ``invocation`` (the command's: its caches, progress, sandbox)
+    with the demo's own key, trust file and policy ref."""
     folder = Path(tempfile.mkdtemp(prefix="gates-demo-"))
     root = folder / "glm52-port"
     try:
         lay_out(root)
         _git(root, "checkout", "-q", "-b", PR_BRANCH)
-        with _environment(_trust_demo_key(folder)):
-            echo(f"== the glm52-minimal example, as a git repository in {root}")
-            echo(
-                f"   policy in force: {POLICY_REF}; demo key trusted for torch, paddle and replay "
-                f"({json.dumps('keys/trust.toml')}, outside the repository)"
-            )
-            workspace = _state_of_the_pr(root, echo)
-            workspace = _clean(workspace, echo)
-            _forgery(workspace, echo)
-            resume_guard_step(
-                root, git=_git, profile=PROFILE, can_run_paddle=_can_run("paddle"), echo=echo
-            )
-            _rerun(workspace, echo)
-            config_step(root, echo=echo)
+        invocation = _trust_demo_key(folder, invocation)
+        echo(f"== the glm52-minimal example, as a git repository in {root}")
+        echo(
+            f"   policy in force: {POLICY_REF}; demo key trusted for torch, paddle and replay "
+            f"({json.dumps('keys/trust.toml')}, outside the repository)"
+        )
+        inputs = _state_of_the_pr(root, invocation, echo)
+        inputs = _clean(inputs, echo)
+        _forgery(inputs, echo)
+        resume_guard_step(
+            root,
+            invocation,
+            git=_git,
+            profile=PROFILE,
+            can_run_paddle=_can_run("paddle"),
+            echo=echo,
+        )
+        _rerun(inputs, echo)
+        config_step(root, invocation, echo=echo)
         echo(_CLOSING)
         return exitcodes.OK
     finally:

@@ -17,6 +17,7 @@ from gates.commands.config_check import check_config
 from gates.core.atomic import write_text_atomic
 from gates.core.echo import Echo, Output
 from gates.core.errors import GatesError
+from gates.core.invocation import Invocation
 from gates.engine.inputs import load_inputs
 from gates.workspace.repository import open_workspace
 
@@ -38,11 +39,11 @@ REVIEWED_LINES = (
 _QUIET = ("ok", "ignored: ", "absent from the official config")
 
 
-def _run(root: Path, echo: Echo, title: str) -> int:
+def _run(root: Path, invocation: Invocation, echo: Echo, title: str) -> int:
     echo(f"  {title}")
     printed: list[str] = []
     code = check_config(
-        load_inputs(open_workspace(root)),
+        load_inputs(open_workspace(root, invocation.environment), invocation),
         OFFICIAL,
         class_path=CLASS,
         table=None,
@@ -63,7 +64,7 @@ def _run(root: Path, echo: Echo, title: str) -> int:
     return code
 
 
-def config_step(root: Path, *, echo: Echo) -> tuple[int, int]:
+def config_step(root: Path, invocation: Invocation, *, echo: Echo) -> tuple[int, int]:
     """Check the reviewed class, then the fixed one; return both exit codes (1, then 0)."""
     echo("\n== (d) config semantics: the official GLM-5.2 config.json through the config class")
     path = root / CLASS_FILE
@@ -74,12 +75,15 @@ def config_step(root: Path, *, echo: Echo) -> tuple[int, int]:
     write_text_atomic(path, fixed.replace(FIXED_LINES, REVIEWED_LINES))
     try:  # the check runs the committed class (in the sandbox): commit the reviewed one
         _git(root, "commit", "-q", "-m", "the class as reviewed (P1)", "--", CLASS_FILE)
-        reviewed = _run(root, echo, "as reviewed (P1): indexer_rope_interleave parked in a field")
+        reviewed = _run(
+            root, invocation, echo, "as reviewed (P1): indexer_rope_interleave parked in a field"
+        )
     finally:
         _git(root, "reset", "-q", "--soft", kept_head)  # HEAD back; the index entry too:
         _git(root, "reset", "-q", kept_head, "--", CLASS_FILE)
         write_text_atomic(path, fixed)
-    return reviewed, _run(root, echo, "fixed: rotary_interleaved carries indexer_rope_interleave")
+    fixed_title = "fixed: rotary_interleaved carries indexer_rope_interleave"
+    return reviewed, _run(root, invocation, echo, fixed_title)
 
 
 def _git(root: Path, *args: str) -> str:

@@ -17,8 +17,9 @@ from gates.commands.run import RunRequest
 from gates.commands.run import run as run_command
 from gates.core.echo import Echo
 from gates.core.errors import GatesError
+from gates.core.invocation import Invocation
 from gates.engine.audit import run_audit
-from gates.engine.inputs import load_inputs
+from gates.engine.inputs import AuditInputs, load_inputs
 from gates.receipts.model import Framework
 from gates.workspace.repository import open_workspace
 
@@ -52,7 +53,11 @@ def _losses(path: Path) -> list[float]:
     return losses
 
 
-def _runs(root: Path, profile: dict[str, str], echo: Echo) -> None:
+def _inputs(root: Path, invocation: Invocation) -> AuditInputs:
+    return load_inputs(open_workspace(root, invocation.environment), invocation)
+
+
+def _runs(root: Path, invocation: Invocation, profile: dict[str, str], echo: Echo) -> None:
     request = RunRequest(
         command=[sys.executable, "model/train_paddle.py"],
         framework=Framework.PADDLE,
@@ -61,12 +66,12 @@ def _runs(root: Path, profile: dict[str, str], echo: Echo) -> None:
         profile=profile,
     )
     try:
-        run_command(load_inputs(open_workspace(root)), request, cwd=root, echo=_quiet)
+        run_command(_inputs(root, invocation), request, cwd=root, echo=_quiet)
         echo("  gates run paddle: ran over the forged files (not expected)")
     except GatesError as refused:
         echo(f"  gates run paddle: refused: {refused.message}")
     request.clean = True
-    code = run_command(load_inputs(open_workspace(root)), request, cwd=root, echo=_quiet)
+    code = run_command(_inputs(root, invocation), request, cwd=root, echo=_quiet)
     if not (root / "results/paddle/loss.json").is_file():
         echo(f"  gates run paddle --clean: exit {code}, no loss.json written")
         return
@@ -77,7 +82,7 @@ def _runs(root: Path, profile: dict[str, str], echo: Echo) -> None:
         f"  gates run paddle --clean: exit {code}; the guard found no loss.json to resume from "
         f"and the run trained: its losses first differ from torch's at step {first}"
     )
-    result = run_audit(load_inputs(open_workspace(root)))
+    result = run_audit(_inputs(root, invocation))
     echo(f"  formal_alignment_steps = {result.formal_alignment_steps} / {result.required_steps}")
     judged = {j.path: j for j in result.receipts}
     for side in ("torch", "paddle"):
@@ -89,6 +94,7 @@ def _runs(root: Path, profile: dict[str, str], echo: Echo) -> None:
 
 def resume_guard_step(
     root: Path,
+    invocation: Invocation,
     *,
     git: Callable[..., None],
     profile: dict[str, str],
@@ -110,7 +116,7 @@ def resume_guard_step(
     pin(open_workspace(root), "HEAD", echo=_quiet)
     try:
         if can_run_paddle:
-            _runs(root, profile, echo)
+            _runs(root, invocation, profile, echo)
         else:
             echo("  paddle is not installed here: the act needs a real run")
     finally:

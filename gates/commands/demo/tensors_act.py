@@ -1,13 +1,7 @@
 """The tensor-level step of `gates demo`, kept apart so the demo can call it after its
 re-run: the dumps both runs left compared through the naming rules (the first divergence
 located to a named tensor), and the Paddle repeats compared at every dumped tensor.
-
-Wire-in (gates/commands/demo/__init__.py, at the end of `_rerun`, before its `_audit`):
-
-    from gates.commands.demo.tensors_act import probe_step, tensor_step
-    tensor_step(workspace, echo, PROFILE)
-    probe_step(workspace, echo)
-"""
+`gates/commands/demo/__init__.py` calls both at the end of `_rerun`, before its audit."""
 
 from __future__ import annotations
 
@@ -16,11 +10,12 @@ import json
 from gates.commands.probe import consumed
 from gates.commands.tensors import check_dump_determinism, check_tensors
 from gates.core.echo import Echo, Output
-from gates.engine.inputs import load_inputs
+from gates.engine.inputs import AuditInputs, reopened
 from gates.receipts.create import ReceiptRequest, create_receipt
 from gates.receipts.model import ArtifactKind, EvidenceClass, Framework
 from gates.tensors.compare import Selection
 from gates.tensors.layout import TENSORS_FOLDER, StepRange, dump_files
+from gates.trust.keys import configured_key
 from gates.workspace.repository import Workspace
 
 REPEATS = "experiments/e053-moe-determinism/runs/paddle_det"
@@ -31,8 +26,9 @@ def _receipted(workspace: Workspace, side: str) -> bool:
     return (workspace.root / f"results/{side}/{TENSORS_FOLDER}.receipt.json").is_file()
 
 
-def receipt_recorded_dump(workspace: Workspace, side: str, profile: dict[str, str]) -> str:
+def receipt_recorded_dump(inputs: AuditInputs, side: str, profile: dict[str, str]) -> str:
     """A side that could not run here: its recorded dump receipted as it is."""
+    workspace = inputs.workspace
     folder = workspace.root / "results" / side
     subjects = tuple(p.relative_to(workspace.root).as_posix() for p in dump_files(folder))
     request = ReceiptRequest(
@@ -44,7 +40,12 @@ def receipt_recorded_dump(workspace: Workspace, side: str, profile: dict[str, st
         output=f"results/{side}/{TENSORS_FOLDER}.receipt.json",
         overwrite=True,
     )
-    receipt, _ = create_receipt(workspace, request)
+    receipt, _ = create_receipt(
+        workspace,
+        request,
+        signing_key=configured_key(inputs.invocation.signing_key),
+        freeze_inputs=inputs.freeze_inputs,
+    )
     return f"{receipt.evidence_class.value}/{receipt.formal_weight}"
 
 
@@ -53,17 +54,18 @@ def _document(workspace: Workspace, relpath: str) -> dict[str, object]:
     return loaded
 
 
-def tensor_step(workspace: Workspace, echo: Echo, profile: dict[str, str]) -> None:
+def tensor_step(inputs: AuditInputs, echo: Echo, profile: dict[str, str]) -> None:
     """Receipt any dump not yet receipted, compare both sides and the repeats, say what
     was found."""
+    workspace = inputs.workspace
     for side in ("torch", "paddle"):
         if not _receipted(workspace, side) and dump_files(workspace.root / "results" / side):
-            stamp = receipt_recorded_dump(workspace, side, profile)
+            stamp = receipt_recorded_dump(inputs, side, profile)
             echo(f"  results/{side}/tensors (recorded dump): tensor_dump {stamp}")
     quiet: list[str] = []
     output = "outputs/tensor_check.receipt.json"
     check_tensors(
-        load_inputs(workspace),
+        reopened(inputs),
         "results/torch",
         "results/paddle",
         rules=None,
@@ -84,7 +86,7 @@ def tensor_step(workspace: Workspace, echo: Echo, profile: dict[str, str]) -> No
     runs = tuple(f"{REPEATS}/repeat-{i}/{TENSORS_FOLDER}" for i in (1, 2, 3))
     if all((workspace.root / run).is_dir() for run in runs):
         check_dump_determinism(
-            load_inputs(workspace),
+            reopened(inputs),
             runs,
             output="outputs/tensor_determinism_check.receipt.json",
             cwd=workspace.root,
@@ -100,11 +102,12 @@ def tensor_step(workspace: Workspace, echo: Echo, profile: dict[str, str]) -> No
 PROBE_ENTRY = "model/probe_mtp.py:build"
 
 
-def probe_step(workspace: Workspace, echo: Echo) -> None:
+def probe_step(inputs: AuditInputs, echo: Echo) -> None:
     """Does the official MTP forward consume the indexer tensors the candidate leaves out?"""
+    workspace = inputs.workspace
     quiet: list[str] = []
     consumed(
-        load_inputs(workspace),
+        reopened(inputs),
         PROBE_ENTRY,
         (),
         output="outputs/consumption_probe.receipt.json",

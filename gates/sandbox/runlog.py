@@ -1,4 +1,4 @@
-"""The training child's stderr: every byte into the run log, third-party warnings kept out of
+"""A launched child's stderr: every byte into the run log, third-party warnings kept out of
 the terminal.
 
 A Python warning is printed as `FILE:LINE: CategoryWarning: message` followed by
