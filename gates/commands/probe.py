@@ -151,6 +151,9 @@ def probe_consumed(
         "entry": f"{relpath}:{function}",
         "entry_sha256": hashlib.sha256(path.read_bytes()).hexdigest(),
         "repeatable": repeatable,
+        # every tensor the entry's model holds was probed (no --tensor given): a name the
+        # list lacks is one the model never builds
+        "every_tensor": not names,
         "tensors": [
             {"name": f.name, "consumed": f.consumed, "dtype": f.dtype, "shape": list(f.shape)}
             for f in findings

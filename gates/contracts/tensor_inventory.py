@@ -4,7 +4,10 @@ the naming rules, and content equal through them where the contract asks for it.
 from __future__ import annotations
 
 import json
-from typing import TYPE_CHECKING, Annotated, Any
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, StrictBool, StringConstraints, ValidationError
 
@@ -18,7 +21,7 @@ from gates.core.progress import Progress
 from gates.core.validation import first_error
 from gates.naming.rulefile import RULE_KEYS, ruleset_from_params
 from gates.receipts.model import ArtifactKind
-from gates.receipts.verify import Status
+from gates.receipts.verify import Judgement, Status
 from gates.tensors.probe_format import PROBE_FORMAT
 from gates.workspace.external import ExternalRoots, is_external, split_external
 from gates.workspace.repository import roots_of
@@ -31,12 +34,16 @@ CHECK = "tensor_inventory"
 
 
 class ExpectedAbsent(BaseModel):
-    """A reference tensor the candidate leaves out on purpose, and why."""
+    """A reference tensor the candidate leaves out on purpose, and why. Explained only by a
+    formal consumption probe of the reference's forward: one that found it not consumed,
+    or, with ``reference_builds = false``, one that probed every tensor of the reference's
+    model and found it never built (transformers skips the MTP layer on load)."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
     name: Annotated[str, StringConstraints(min_length=1)]
     justification: Annotated[str, StringConstraints(min_length=1)]
+    reference_builds: StrictBool = True
 
 
 class Params(BaseModel):
@@ -47,6 +54,15 @@ class Params(BaseModel):
     require_hash_match: StrictBool = False
     expected_absent: tuple[ExpectedAbsent, ...] = ()
     consumption_probe: str = "outputs/consumption_probe.json"
+    #: "reference": the candidate saves its checkpoints in the reference's layout (its
+    #: `save_pretrained` converts back), so a tensor under a reference name keeps that
+    #: tensor's shape whatever the layout rules say
+    saved_layout: Literal["candidate", "reference"] = "candidate"
+
+
+def parse_params(raw: dict[str, Any]) -> Params:
+    """The contract's params (the naming rules aside); EvaluationError naming the key."""
+    return _parse(raw)
 
 
 def _parse(raw: dict[str, Any]) -> Params:
@@ -94,10 +110,22 @@ def _side_criteria(side: str, report: CheckpointReport) -> list[Criterion]:
     ]
 
 
-def unconsumed_by_probe(context: EvaluationContext, relpath: str) -> tuple[set[str], str]:
-    """The tensors a formal consumption probe (`gates probe consumed`) found unconsumed,
-    and where that came from."""
-    for judgement in context.receipts:
+@dataclass(frozen=True)
+class ProbeEvidence:
+    """What a formal consumption probe (`gates probe consumed`) of the reference's forward
+    shows: the tensors it found not consumed, every tensor it probed, whether it probed
+    every tensor the model holds, and where that came from (or why there is none)."""
+
+    source: str
+    unconsumed: frozenset[str] = frozenset()
+    probed: frozenset[str] = frozenset()
+    every_tensor: bool = False
+    usable: bool = False
+
+
+def probe_evidence(judgements: Iterable[Judgement], root: Path, relpath: str) -> ProbeEvidence:
+    """The formal consumption probe that binds ``relpath`` among ``judgements``."""
+    for judgement in judgements:
         receipt = judgement.receipt
         if (
             judgement.status is not Status.FORMAL
@@ -107,48 +135,109 @@ def unconsumed_by_probe(context: EvaluationContext, relpath: str) -> tuple[set[s
         ):
             continue
         try:
-            document = json.loads((context.workspace.root / relpath).read_bytes())
+            document = json.loads((root / relpath).read_bytes())
         except (OSError, ValueError):
-            return set(), f"{relpath}: unreadable"
+            return ProbeEvidence(f"{relpath}: unreadable")
         if not isinstance(document, dict) or document.get("format") != PROBE_FORMAT:
-            return set(), f"{relpath}: not a consumption probe"
+            return ProbeEvidence(f"{relpath}: not a consumption probe")
         if document.get("repeatable") is not True:
-            return set(), f"{relpath}: the probe's forward was not repeatable"
-        found = {
-            str(item.get("name"))
-            for item in document.get("tensors", [])
-            if isinstance(item, dict) and item.get("consumed") is False
-        }
-        return found, f"formal probe {judgement.path}"
-    return set(), f"no formal consumption probe binds {relpath} (gates probe consumed)"
+            return ProbeEvidence(f"{relpath}: the probe's forward was not repeatable")
+        items = [item for item in document.get("tensors", []) if isinstance(item, dict)]
+        return ProbeEvidence(
+            f"formal probe {judgement.path}",
+            frozenset(str(item.get("name")) for item in items if item.get("consumed") is False),
+            frozenset(str(item.get("name")) for item in items),
+            document.get("every_tensor") is True,
+            usable=True,
+        )
+    return ProbeEvidence(f"no formal consumption probe binds {relpath} (gates probe consumed)")
 
 
-def _structure(
-    found: Survey, expected_absent: dict[str, str], unconsumed: set[str], source: str
-) -> Criterion:
-    counts = ", ".join(f"{n} {klass}" for klass, n in found.counts().items())
+@dataclass(frozen=True)
+class Absence:
+    """The contract's `expected_absent` judged against the probe: the names it explains
+    (name -> the reason shown) and the names it does not (name -> why not)."""
+
+    explained: dict[str, str] = field(default_factory=dict)
+    unexplained: dict[str, str] = field(default_factory=dict)
+    #: name -> "not consumed" or "never built", for each explained name
+    how: dict[str, str] = field(default_factory=dict)
+    source: str = ""
+
+
+def judge_absent(params: Params, evidence: ProbeEvidence) -> Absence:
+    absence = Absence(source=evidence.source)
+    for item in params.expected_absent:
+        if not evidence.usable:
+            absence.unexplained[item.name] = evidence.source
+        elif item.reference_builds and item.name in evidence.unconsumed:
+            absence.how[item.name] = "not consumed"
+            absence.explained[item.name] = (
+                f"expected absent: {item.justification} (not consumed by the reference's "
+                f"forward: {evidence.source})"
+            )
+        elif item.reference_builds:
+            absence.unexplained[item.name] = (
+                f"{evidence.source} does not find it unconsumed"
+                if item.name in evidence.probed
+                else f"{evidence.source} did not probe it"
+            )
+        elif item.name in evidence.probed:
+            absence.unexplained[item.name] = (
+                f"declared never built by the reference, but {evidence.source} probed it"
+            )
+        elif evidence.every_tensor:
+            absence.how[item.name] = "never built by the reference"
+            absence.explained[item.name] = (
+                f"expected absent: {item.justification} (the reference's model never builds "
+                f"it: {evidence.source} probed every tensor it holds)"
+            )
+        else:
+            absence.unexplained[item.name] = (
+                f"{evidence.source} probed only some tensors: run it without --name to show "
+                "the reference's model never builds it"
+            )
+    return absence
+
+
+def _structure(found: Survey, absence: Absence) -> Criterion:
+    counted = found.counts().items()
+    counts = ", ".join(f"{n} {klass}" for klass, n in counted if klass in _SHOWN)
     summary = f"{len(found.differences)} differences: {counts}"
+    if absence.explained:
+        kinds = " or ".join(sorted(set(absence.how.values())))
+        summary += f"; {len(absence.explained)} expected_absent, {kinds} ({absence.source})"
+    only = [d for d in found.differences if d.klass == "candidate_only"]
+    if only:
+        summary += f"; {len(only)} candidate_only ({only[0].candidate[0]}: {only[0].detail})"
     problems = [*found.rule_problems]
-    explained = []
+    shown = set(found.rule_problems)
     for difference in found.structural:
+        if difference.detail in shown:
+            continue  # a rule problem of this tensor, named above
         name = difference.reference[0] if difference.reference else ""
-        missing = bool(difference.reference) and not difference.candidate
-        if missing and name in expected_absent and name in unconsumed:
-            explained.append(name)
-            continue
         line = f"{name} {difference.detail}" if name else difference.detail
-        if missing and name in expected_absent:
-            line += f" (expected_absent, unexplained: {source})"
+        missing = bool(difference.reference) and not difference.candidate
+        if missing and name in absence.unexplained:
+            line += f" (expected_absent, unexplained: {absence.unexplained[name]})"
         problems.append(line)
-    if explained:
-        summary += f"; {len(explained)} expected_absent, not consumed ({source})"
+    declared = [
+        f"{(d.reference or d.candidate)[0]}: {d.detail}"
+        for d in found.differences
+        if d.klass in ("candidate_only", "expected_absent")
+    ]
     notes = "".join(f"; note: {note}" for note in found.notes)
+    listed_declared = tuple(f"declared: {line}" for line in declared)
     if not problems:
         detail = f"{found.reference_count} vs {found.candidate_count} tensors; {summary}{notes}"
-        return Criterion("no_structural_difference", True, detail)
+        return Criterion("no_structural_difference", True, detail, listed_declared)
     detail = "; ".join(problems[:5]) + f" ({summary}){notes}"
-    listed = (*problems, summary, *(f"note: {note}" for note in found.notes))
+    listed = (*problems, summary, *listed_declared, *(f"note: {note}" for note in found.notes))
     return Criterion("no_structural_difference", False, detail, listed)
+
+
+#: the classes the summary counts (the declared ones it names with their reasons)
+_SHOWN = frozenset(("naming", "layout", "dtype", "structural"))
 
 
 def _hash_match(content: ContentComparison | None) -> Criterion:
@@ -199,12 +288,20 @@ def evaluate(context: EvaluationContext, raw: dict[str, Any]) -> list[Criterion]
                 Criterion("hash_match", False, not_comparable, key="require_hash_match")
             )
         return criteria
-    pair = compare_pair(reference, candidate, ruleset)
-    absent = {item.name: item.justification for item in params.expected_absent}
-    unconsumed, source = (
-        unconsumed_by_probe(context, params.consumption_probe) if absent else (set(), "")
+    absence = Absence()
+    if params.expected_absent:
+        evidence = probe_evidence(
+            context.receipts, context.workspace.root, params.consumption_probe
+        )
+        absence = judge_absent(params, evidence)
+    pair = compare_pair(
+        reference,
+        candidate,
+        ruleset,
+        absent=absence.explained,
+        saved_layout=params.saved_layout == "reference",
     )
-    criteria.append(_structure(pair.survey, absent, unconsumed, source))
+    criteria.append(_structure(pair.survey, absence))
     if hashing:
         criteria.append(_hash_match(pair.content))
     return criteria

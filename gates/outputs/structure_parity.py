@@ -24,10 +24,14 @@ class Counts(Closed):
     layout: COUNT
     dtype: COUNT
     structural: COUNT
+    candidate_only: COUNT = 0
+    expected_absent: COUNT = 0
 
 
 class Difference(Closed):
-    kind: Literal["naming", "layout", "dtype", "structural"] = Field(alias="class")
+    kind: Literal[
+        "naming", "layout", "dtype", "structural", "candidate_only", "expected_absent"
+    ] = Field(alias="class")
     reference: list[StrictStr]
     candidate: list[StrictStr]
     rules: list[StrictStr]
