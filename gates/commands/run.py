@@ -466,6 +466,7 @@ def _sandboxed_launch(
         network=settings.network,
         env_names=settings.env,
         inputs=settings.inputs,
+        writable_copies=settings.writable_copies,
     )
     with prepared(found, sandbox_request) as ready:
         finished = _launch(

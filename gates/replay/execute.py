@@ -95,6 +95,7 @@ def _launch_window(
         # SAVE_EVERY 0: only the window's last state is saved
         protocol={RUN_DIR: str(out), RUN_ID: run_id, SAVE_EVERY: "0", FRAMEWORK: run.framework},
         extra_binds={state: state},
+        writable_copies=run.writable_copies,
     )
     with prepared(found, request) as ready, log.open("wb") as sink:
         try:
@@ -124,6 +125,7 @@ class RunUnderReplay:
     commit: str  # the commit under audit, materialized in the sandbox
     excluded: tuple[str, ...]  # the evidence locations, never in the sandbox
     framework: str  # the run's side, for the recorder (GATES_FRAMEWORK)
+    writable_copies: tuple[str, ...] = ()  # as the run saw them ([sandbox] writable_copies)
 
 
 def _error(window: Window, started: float, message: str) -> WindowResult:

@@ -102,22 +102,22 @@ def _is_tensor(value: Any) -> bool:
     return root in {"torch", "paddle"} and hasattr(value, "dtype") and hasattr(value, "shape")
 
 
-def _tensors_in(value: Any) -> Iterator[Any]:
+def tensors_in(value: Any) -> Iterator[Any]:
     """The tensors of a forward's output, depth first: through mappings (a ModelOutput of
     either library is an OrderedDict), tuples and lists; None and other values skipped."""
     if _is_tensor(value):
         yield value
     elif isinstance(value, Mapping):
         for item in value.values():
-            yield from _tensors_in(item)
+            yield from tensors_in(item)
     elif isinstance(value, (tuple, list)):
         for item in value:
-            yield from _tensors_in(item)
+            yield from tensors_in(item)
 
 
 def first_tensor(output: Any) -> Any | None:
     """The tensor a module boundary records of ``output`` (None when it holds none)."""
-    return next(_tensors_in(output), None)
+    return next(tensors_in(output), None)
 
 
 def _kind(value: Any) -> str:
