@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import shutil
 import sys
 from pathlib import Path
 
@@ -15,6 +16,7 @@ import pytest
 
 from tests.helpers import (
     CPU_PROFILE,
+    REPO_ROOT,
     SOURCE_FILES,
     Workspace,
     commit_all,
@@ -23,9 +25,12 @@ from tests.helpers import (
     profile_args,
     run_gates,
     signed_run,
+    write,
 )
 
 pytestmark = pytest.mark.slow
+
+EXAMPLE = REPO_ROOT / "examples" / "glm52-minimal"
 
 #: A trainer that reads its weights and, as PaddleFormers' conversion does, writes a
 #: metadata file and a lock beside them.
@@ -163,3 +168,88 @@ def test_a_probe_configuration_that_is_not_json_scalars_is_one_line(
     result = ws.gates(capsys, "probe", "consumed", "probes/bad.py:build")
     assert result.code == 2 and result.err.count("\n") == 1
     assert "must return its configuration as a mapping of names to numbers" in result.err
+
+
+REQUIREMENT = """
+[[params.probe_requires]]
+tensors = "*.indexer.*"
+condition = "sequence_length > index_topk"
+why = "the DSA indexer selects every key while the sequence is not longer than index_topk"
+"""
+
+
+def _probe_with(example: Path, sequence: int | None) -> None:
+    """A probe entry over the example's MTP forward that records the configuration it
+    claims (the forward is the same: what the contract reads is the recorded configuration)."""
+    recorded = "" if sequence is None else f", {{'sequence_length': {sequence}, 'index_topk': 16}}"
+    write(
+        example,
+        "model/probe_recorded.py",
+        f"from probe_mtp import build as mtp\n\ndef build():\n    forward, tensors = mtp()\n"
+        f"    return forward, tensors{recorded}\n",
+    )
+
+
+def _inventory(example: Path, capsys: pytest.CaptureFixture[str]) -> dict[str, object]:
+    audit = json.loads(run_gates(capsys, "-C", str(example), "audit", "--format", "json").out)
+    contract = next(c for c in audit["contracts"] if c["id"].endswith("tensor-inventory"))
+    found: dict[str, object] = next(
+        c for c in contract["criteria"] if c["name"] == "no_structural_difference"
+    )
+    return found
+
+
+@pytest.mark.parametrize(
+    ("sequence", "explained", "reason"),
+    [
+        (12, False, "the probe ran with sequence_length=12, index_topk=16"),
+        (None, False, "the probe recorded no sequence_length"),
+        (64, True, "5 expected_absent, not consumed"),
+    ],
+)
+def test_a_probe_not_longer_than_index_topk_explains_no_indexer_tensor(
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    sequence: int | None,
+    explained: bool,
+    reason: str,
+) -> None:
+    example = tmp_path / "example"
+    shutil.copytree(EXAMPLE, example, ignore=shutil.ignore_patterns("__pycache__"))
+    contract = example / "contracts/tensor-inventory.toml"
+    contract.write_text(contract.read_text() + REQUIREMENT)
+    _probe_with(example, sequence)
+    repo = make_repo(example, {".gitignore": ".gates/\n__pycache__/\n"})
+    commit_all(repo, "example")
+    assert run_gates(capsys, "-C", str(example), "freeze", "pin", "HEAD").code == 0
+    commit_all(repo, "pin")
+    probed = run_gates(
+        capsys, "-C", str(example), "probe", "consumed", "model/probe_recorded.py:build"
+    )
+    assert probed.code == 0, probed.err
+    criterion = _inventory(example, capsys)
+    assert criterion["met"] is explained, criterion
+    assert reason in str(criterion["detail"])
+    if not explained:
+        assert "missing on the candidate side (expected as model.layers.1.transformer_la" in str(
+            criterion["detail"]
+        )
+        assert "(expected_absent, unexplained: the DSA indexer selects every key" in str(
+            criterion["detail"]
+        )
+
+
+def test_a_probe_requirement_that_does_not_parse_is_named(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    example = tmp_path / "example"
+    shutil.copytree(EXAMPLE, example, ignore=shutil.ignore_patterns("__pycache__"))
+    contract = example / "contracts/tensor-inventory.toml"
+    contract.write_text(contract.read_text() + REQUIREMENT.replace(" > ", " longer than "))
+    repo = make_repo(example, {".gitignore": ".gates/\n__pycache__/\n"})
+    commit_all(repo, "example")
+    audit = json.loads(run_gates(capsys, "-C", str(example), "audit", "--format", "json").out)
+    contract_result = next(c for c in audit["contracts"] if c["id"].endswith("tensor-inventory"))
+    assert contract_result["dischargeStatus"] == "error"
+    detail = json.dumps(contract_result["criteria"])
+    assert "params.probe_requires.0.condition" in detail and "expected NAME OP NAME" in detail
