@@ -176,17 +176,27 @@ class ProbeFinding:
     unconsumed: set[str]
     source: str
     configuration: dict[str, object] = field(default_factory=dict)
+    probed: set[str] = field(default_factory=set)
+
+    def why_not(self, name: str) -> str:
+        """Why the probe does not explain ``name`` (it found it consumed, or never probed
+        it, or there is no usable formal probe)."""
+        if name in self.probed and name not in self.unconsumed:
+            return f"the reference forward consumes it ({self.source})"
+        if self.probed and name not in self.probed:
+            return f"not probed ({self.source})"
+        return self.source
 
 
 def probe_finding(context: EvaluationContext, relpath: str) -> ProbeFinding:
     """The formal consumption probe (`gates probe consumed`) bound at ``relpath``."""
-    found, source, configuration = _probe_document(context, relpath)
-    return ProbeFinding(found, source, configuration)
+    found, source, configuration, probed = _probe_document(context, relpath)
+    return ProbeFinding(found, source, configuration, probed)
 
 
 def _probe_document(
     context: EvaluationContext, relpath: str
-) -> tuple[set[str], str, dict[str, object]]:
+) -> tuple[set[str], str, dict[str, object], set[str]]:
     for judgement in context.receipts:
         receipt = judgement.receipt
         if (
@@ -199,20 +209,18 @@ def _probe_document(
         try:
             document = json.loads((context.workspace.root / relpath).read_bytes())
         except (OSError, ValueError):
-            return set(), f"{relpath}: unreadable", {}
+            return set(), f"{relpath}: unreadable", {}, set()
         if not isinstance(document, dict) or document.get("format") != PROBE_FORMAT:
-            return set(), f"{relpath}: not a consumption probe", {}
+            return set(), f"{relpath}: not a consumption probe", {}, set()
         if document.get("repeatable") is not True:
-            return set(), f"{relpath}: the probe's forward was not repeatable", {}
-        found = {
-            str(item.get("name"))
-            for item in document.get("tensors", [])
-            if isinstance(item, dict) and item.get("consumed") is False
-        }
+            return set(), f"{relpath}: the probe's forward was not repeatable", {}, set()
+        items = [item for item in document.get("tensors", []) if isinstance(item, dict)]
+        found = {str(item.get("name")) for item in items if item.get("consumed") is False}
+        probed = {str(item.get("name")) for item in items}
         configuration = document.get("configuration")
         ran = dict(configuration) if isinstance(configuration, dict) else {}
-        return found, f"formal probe {judgement.path}", ran
-    return set(), f"no formal consumption probe binds {relpath} (gates probe consumed)", {}
+        return found, f"formal probe {judgement.path}", ran, probed
+    return set(), f"no formal consumption probe binds {relpath} (gates probe consumed)", {}, set()
 
 
 def _probe_unmet(
@@ -246,7 +254,7 @@ def _structure(
             continue
         line = f"{name} {difference.detail}" if name else difference.detail
         if missing and name in expected_absent:
-            why = unmet if name in probe.unconsumed and unmet else probe.source
+            why = unmet if name in probe.unconsumed and unmet else probe.why_not(name)
             line += f" (expected_absent, unexplained: {why})"
         problems.append(line)
     if explained:

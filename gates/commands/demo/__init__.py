@@ -33,6 +33,7 @@ from pathlib import Path
 from gates.commands.check import check_determinism, check_loss
 from gates.commands.checkpoint import check as check_checkpoint
 from gates.commands.demo.config_act import config_step
+from gates.commands.demo.real_act import real_port_step
 from gates.commands.demo.resume_act import resume_guard_step
 from gates.commands.demo.tensors_act import probe_step, tensor_step
 from gates.commands.freeze import pin as pin_command
@@ -407,13 +408,15 @@ def _rerun(workspace: Workspace, echo: Echo) -> None:
     _audit(workspace, echo)
 
 
-def lay_out(root: Path, *, evidence: bool = True) -> None:
-    """The example as a git repository on `main`, the way the demo (and the signing of the
-    recorded run) lays it out; its demo keys stay out of it. The code is one commit of its
-    own (the same id on every machine, the one the recorded torch run was made at); the
-    recorded evidence follows in a second commit, or stays uncommitted (``evidence=False``,
-    for sign_recorded.py)."""
-    shutil.copytree(example_dir(), root, ignore=shutil.ignore_patterns("__pycache__", DEMO_KEYS))
+def lay_out(root: Path, *, evidence: bool = True, example: Path | None = None) -> None:
+    """The example (``example``, default glm52-minimal) as a git repository on `main`, the
+    way the demo (and the signing of the recorded run) lays it out; its demo keys stay out
+    of it. The code is one commit of its own (the same id on every machine, the one the
+    recorded torch run was made at); the recorded evidence follows in a second commit, or
+    stays uncommitted (``evidence=False``, for sign_recorded.py)."""
+    shutil.copytree(
+        example or example_dir(), root, ignore=shutil.ignore_patterns("__pycache__", DEMO_KEYS)
+    )
     _git(root, "init", "-q", "-b", POLICY_REF)
     (root / ".gitignore").write_text(".gates/\n__pycache__/\n")
     locations = open_workspace(root).config.evidence.locations
@@ -477,7 +480,8 @@ def demo(*, keep: bool, echo: Echo) -> int:
             )
             _rerun(workspace, echo)
             config_step(root, echo=echo)
-        echo(_CLOSING)
+            echo(_CLOSING)
+            real_port_step(folder, echo=echo)
         return exitcodes.OK
     finally:
         if keep:
