@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from gates.commands.demo import _environment, _trust_demo_key, lay_out
+from gates.commands.demo import PR_BRANCH, _environment, _git, _trust_demo_key, lay_out
 from gates.engine.audit import run_audit
 from gates.engine.inputs import load_inputs
 from gates.workspace.repository import open_workspace
@@ -41,7 +41,7 @@ def test_the_real_port_act_states_what_the_audit_finds(tmp_path: Path) -> None:
 
     lines: list[str] = []
     with _environment(_trust_demo_key(tmp_path)):
-        real_port_step(tmp_path, echo=lines.append)
+        real_port_step(tmp_path, lay_out=lay_out, git=_git, branch=PR_BRANCH, echo=lines.append)
     said = "\n".join(lines)
     assert "gates run --framework paddle -- python model/train_paddle.py: exit 0" in said
     assert "gates replay results/paddle --seed demo-real-4711: exit 0; step 1" in said

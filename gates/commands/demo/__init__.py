@@ -481,7 +481,7 @@ def demo(*, keep: bool, echo: Echo) -> int:
             _rerun(workspace, echo)
             config_step(root, echo=echo)
             echo(_CLOSING)
-            real_port_step(folder, echo=echo)
+            real_port_step(folder, lay_out=lay_out, git=_git, branch=PR_BRANCH, echo=echo)
         return exitcodes.OK
     finally:
         if keep:

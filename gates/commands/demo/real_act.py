@@ -8,7 +8,8 @@ check, the config check on the real GlmMoeDsaConfig and the audit. It states wha
 find, flattering or not.
 
 Wire-in (gates/commands/demo/__init__.py, inside `demo`'s trusted environment, after the
-minimal example's acts): ``real_port_step(folder, echo=echo)``.
+minimal example's acts): ``real_port_step(folder, lay_out=lay_out, git=_git,
+branch=PR_BRANCH, echo=echo)``.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ import importlib.util
 import json
 import shutil
 import sys
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -74,12 +76,16 @@ def _can_run(*modules: str) -> bool:
     return all(importlib.util.find_spec(module) is not None for module in modules)
 
 
-def _lay_out(folder: Path) -> Workspace:
-    from gates.commands.demo import PR_BRANCH, _git, lay_out  # noqa: PLC0415  (the demo's own)
+#: How the demo lays an example out as a git repository (`gates.commands.demo.lay_out`).
+LayOut = Callable[..., None]
+#: How the demo runs git in a repository it laid out (its fixed identity and dates).
+Git = Callable[..., None]
 
+
+def _lay_out(folder: Path, lay_out: LayOut, git: Git, branch: str) -> Workspace:
     root = folder / "glm5-port"
     lay_out(root, example=real_example_dir())
-    _git(root, "checkout", "-q", "-b", PR_BRANCH)
+    git(root, "checkout", "-q", "-b", branch)
     pin_command(open_workspace(root), "HEAD", echo=lambda _: None)
     return open_workspace(root)
 
@@ -279,13 +285,14 @@ def _shortened(detail: str, limit: int = 420) -> str:
     return f"{detail[: limit - 160]} ... {detail[-150:]}"
 
 
-def real_port_step(folder: Path, *, echo: Echo) -> None:
-    """The real port, laid out in ``folder`` (in the demo's trusted environment)."""
+def real_port_step(folder: Path, *, lay_out: LayOut, git: Git, branch: str, echo: Echo) -> None:
+    """The real port, laid out in ``folder`` by the demo's ``lay_out`` and ``git`` on the PR
+    ``branch`` (in the demo's trusted environment)."""
     echo("\n== (e) the real port: transformers' GlmMoeDsaForCausalLM against PaddleFormers")
     if not _can_run("paddle", "paddleformers"):
         echo("  paddleformers is not installed here (`make` installs the `real` extra): skipped")
         return
-    workspace = _lay_out(folder)
+    workspace = _lay_out(folder, lay_out, git, branch)
     echo(
         "  candidate: PaddleFormers' DeepseekV3ForCausalLM with the GLM config mapped (its"
         " GlmMoeDsaForCausalLM imports paddlefleet, which the package index does not have)"
