@@ -76,6 +76,7 @@ bench: $(STAMP)
 	$(BIN)/python bench/bench_sandbox.py
 	$(BIN)/python bench/bench_sides.py
 	$(BIN)/python bench/bench_report.py
+	$(BIN)/python bench/bench_real_run.py
 
 clean:
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache
