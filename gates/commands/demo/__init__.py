@@ -33,6 +33,7 @@ from pathlib import Path
 from gates.commands.check import check_determinism, check_loss
 from gates.commands.checkpoint import check as check_checkpoint
 from gates.commands.demo.config_act import config_step
+from gates.commands.demo.profiles import PROFILE
 from gates.commands.demo.real_act import real_port_step
 from gates.commands.demo.resume_act import resume_guard_step
 from gates.commands.demo.tensors_act import probe_step, tensor_step
@@ -63,18 +64,6 @@ _IDENTITY = {
     # recorded torch run (signed at that commit by sign_recorded.py) finds it in the clone
     "GIT_AUTHOR_DATE": "2026-08-19T00:00:00+00:00",
     "GIT_COMMITTER_DATE": "2026-08-19T00:00:00+00:00",
-}
-PROFILE = {
-    "name": "minimum_complete",
-    "mode": "optimizer",
-    "device": "cpu",
-    "dtype": "float32",
-    "tp": "1",
-    "pp": "1",
-    "ep": "1",
-    "etp": "1",
-    "sp": "false",
-    "world": "1",
 }
 TORCH_ENTRYPOINT = ("python", "model/train_torch.py")
 DEMO_KEYS = "demo-keys"

@@ -25,6 +25,7 @@ from typing import Any
 from gates.commands.check import check_loss
 from gates.commands.checkpoint import check as check_checkpoint
 from gates.commands.config_check import check_config
+from gates.commands.demo.profiles import PROFILE
 from gates.commands.freeze import pin as pin_command
 from gates.commands.probe import consumed
 from gates.commands.replay import ReplayRequest
@@ -43,18 +44,6 @@ from gates.tensors.compare import Selection
 from gates.tensors.layout import StepRange
 from gates.workspace.repository import Workspace, open_workspace
 
-PROFILE = {
-    "name": "minimum_complete",
-    "mode": "optimizer",
-    "device": "cpu",
-    "dtype": "float32",
-    "tp": "1",
-    "pp": "1",
-    "ep": "1",
-    "etp": "1",
-    "sp": "false",
-    "world": "1",
-}
 REQUIRED_STEPS = 20
 DUMPED = "1:2"
 PROBE_ENTRY = "model/probe_indexer.py:build"
