@@ -3,10 +3,22 @@ the naming rules, and content equal through them where the contract asks for it.
 
 from __future__ import annotations
 
+import fnmatch
 import json
+import operator
+import re
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Annotated, Any
 
-from pydantic import BaseModel, ConfigDict, StrictBool, StringConstraints, ValidationError
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    StrictBool,
+    StringConstraints,
+    ValidationError,
+    field_validator,
+)
 
 from gates.checkpoints.check import CheckpointReport, check_checkpoint, compare_pair
 from gates.contracts.model import EvaluationContext, EvaluationError
@@ -39,6 +51,68 @@ class ExpectedAbsent(BaseModel):
     justification: Annotated[str, StringConstraints(min_length=1)]
 
 
+_OPERATORS: dict[str, Callable[[Any, Any], bool]] = {
+    ">": operator.gt,
+    ">=": operator.ge,
+    "<": operator.lt,
+    "<=": operator.le,
+    "==": operator.eq,
+    "!=": operator.ne,
+}
+_OPERAND = r"[A-Za-z_][A-Za-z0-9_]*|-?[0-9]+(?:\.[0-9]+)?"
+_CONDITION = re.compile(rf"^\s*({_OPERAND})\s*(>=|<=|==|!=|>|<)\s*({_OPERAND})\s*$")
+
+
+class ProbeRequirement(BaseModel):
+    """The configuration under which a consumption probe can explain some tensors: a probe
+    whose recorded configuration fails ``condition`` explains none of ``tensors`` (a DSA
+    indexer selects every key while the sequence is not longer than its top-k, so a probe
+    of such a sequence cannot see it consumed)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    tensors: Annotated[str, StringConstraints(min_length=1)]  # a glob over reference names
+    condition: str  # `NAME OP NAME-or-NUMBER`, names from the probe's configuration
+    why: Annotated[str, StringConstraints(min_length=1)]
+
+    @field_validator("condition")
+    @classmethod
+    def _parses(cls, value: str) -> str:
+        if _CONDITION.match(value) is None:
+            raise ValueError(
+                f"{value!r}: expected NAME OP NAME or NAME OP NUMBER, OP one of "
+                + " ".join(_OPERATORS)
+            )
+        return value
+
+    def unmet(self, configuration: Mapping[str, object]) -> str | None:
+        """Why a probe run with ``configuration`` does not meet the condition (None: met)."""
+        found = _CONDITION.match(self.condition)
+        if found is None:  # validated at load; never met otherwise
+            return f"{self.why}: {self.condition!r} is not a condition"
+        left, op, right = found.groups()
+        values: list[object] = []
+        for operand in (left, right):
+            if re.fullmatch(r"-?[0-9.]+", operand):
+                values.append(float(operand))
+            elif operand in configuration:
+                values.append(configuration[operand])
+            else:
+                return f"{self.why}: the probe recorded no {operand} (needs {self.condition})"
+        try:
+            met = _OPERATORS[op](values[0], values[1])
+        except TypeError:
+            met = False
+        if met:
+            return None
+        ran = ", ".join(
+            f"{name}={json.dumps(configuration[name])}"
+            for name in (left, right)
+            if name in configuration
+        )
+        return f"{self.why}: the probe ran with {ran} (needs {self.condition})"
+
+
 class Params(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
@@ -47,6 +121,7 @@ class Params(BaseModel):
     require_hash_match: StrictBool = False
     expected_absent: tuple[ExpectedAbsent, ...] = ()
     consumption_probe: str = "outputs/consumption_probe.json"
+    probe_requires: tuple[ProbeRequirement, ...] = ()
 
 
 def _parse(raw: dict[str, Any]) -> Params:
@@ -94,9 +169,35 @@ def _side_criteria(side: str, report: CheckpointReport) -> list[Criterion]:
     ]
 
 
-def unconsumed_by_probe(context: EvaluationContext, relpath: str) -> tuple[set[str], str]:
-    """The tensors a formal consumption probe (`gates probe consumed`) found unconsumed,
-    and where that came from."""
+@dataclass(frozen=True)
+class ProbeFinding:
+    """What a formal consumption probe says: the tensors it found not consumed, where that
+    came from, and the configuration it ran with."""
+
+    unconsumed: set[str]
+    source: str
+    configuration: dict[str, object] = field(default_factory=dict)
+    probed: set[str] = field(default_factory=set)
+
+    def why_not(self, name: str) -> str:
+        """Why the probe does not explain ``name`` (it found it consumed, or never probed
+        it, or there is no usable formal probe)."""
+        if name in self.probed and name not in self.unconsumed:
+            return f"the reference forward consumes it ({self.source})"
+        if self.probed and name not in self.probed:
+            return f"not probed ({self.source})"
+        return self.source
+
+
+def probe_finding(context: EvaluationContext, relpath: str) -> ProbeFinding:
+    """The formal consumption probe (`gates probe consumed`) bound at ``relpath``."""
+    found, source, configuration, probed = _probe_document(context, relpath)
+    return ProbeFinding(found, source, configuration, probed)
+
+
+def _probe_document(
+    context: EvaluationContext, relpath: str
+) -> tuple[set[str], str, dict[str, object], set[str]]:
     for judgement in context.receipts:
         receipt = judgement.receipt
         if (
@@ -109,22 +210,37 @@ def unconsumed_by_probe(context: EvaluationContext, relpath: str) -> tuple[set[s
         try:
             document = json.loads((context.workspace.root / relpath).read_bytes())
         except (OSError, ValueError):
-            return set(), f"{relpath}: unreadable"
+            return set(), f"{relpath}: unreadable", {}, set()
         if not isinstance(document, dict) or document.get("format") != PROBE_FORMAT:
-            return set(), f"{relpath}: not a consumption probe"
+            return set(), f"{relpath}: not a consumption probe", {}, set()
         if document.get("repeatable") is not True:
-            return set(), f"{relpath}: the probe's forward was not repeatable"
-        found = {
-            str(item.get("name"))
-            for item in document.get("tensors", [])
-            if isinstance(item, dict) and item.get("consumed") is False
-        }
-        return found, f"formal probe {judgement.path}"
-    return set(), f"no formal consumption probe binds {relpath} (gates probe consumed)"
+            return set(), f"{relpath}: the probe's forward was not repeatable", {}, set()
+        items = [item for item in document.get("tensors", []) if isinstance(item, dict)]
+        found = {str(item.get("name")) for item in items if item.get("consumed") is False}
+        probed = {str(item.get("name")) for item in items}
+        configuration = document.get("configuration")
+        ran = dict(configuration) if isinstance(configuration, dict) else {}
+        return found, f"formal probe {judgement.path}", ran, probed
+    return set(), f"no formal consumption probe binds {relpath} (gates probe consumed)", {}, set()
+
+
+def _probe_unmet(
+    name: str, requirements: tuple[ProbeRequirement, ...], configuration: Mapping[str, object]
+) -> str | None:
+    """Why the probe cannot explain ``name`` under its configuration (None: it can)."""
+    for requirement in requirements:
+        if fnmatch.fnmatchcase(name, requirement.tensors):
+            unmet = requirement.unmet(configuration)
+            if unmet is not None:
+                return unmet
+    return None
 
 
 def _structure(
-    found: Survey, expected_absent: dict[str, str], unconsumed: set[str], source: str
+    found: Survey,
+    expected_absent: dict[str, str],
+    probe: ProbeFinding,
+    requirements: tuple[ProbeRequirement, ...] = (),
 ) -> Criterion:
     counts = ", ".join(f"{n} {klass}" for klass, n in found.counts().items())
     summary = f"{len(found.differences)} differences: {counts}"
@@ -133,15 +249,17 @@ def _structure(
     for difference in found.structural:
         name = difference.reference[0] if difference.reference else ""
         missing = bool(difference.reference) and not difference.candidate
-        if missing and name in expected_absent and name in unconsumed:
+        unmet = _probe_unmet(name, requirements, probe.configuration)
+        if missing and name in expected_absent and name in probe.unconsumed and unmet is None:
             explained.append(name)
             continue
         line = f"{name} {difference.detail}" if name else difference.detail
         if missing and name in expected_absent:
-            line += f" (expected_absent, unexplained: {source})"
+            why = unmet if name in probe.unconsumed and unmet else probe.why_not(name)
+            line += f" (expected_absent, unexplained: {why})"
         problems.append(line)
     if explained:
-        summary += f"; {len(explained)} expected_absent, not consumed ({source})"
+        summary += f"; {len(explained)} expected_absent, not consumed ({probe.source})"
     notes = "".join(f"; note: {note}" for note in found.notes)
     if not problems:
         detail = f"{found.reference_count} vs {found.candidate_count} tensors; {summary}{notes}"
@@ -201,10 +319,8 @@ def evaluate(context: EvaluationContext, raw: dict[str, Any]) -> list[Criterion]
         return criteria
     pair = compare_pair(reference, candidate, ruleset)
     absent = {item.name: item.justification for item in params.expected_absent}
-    unconsumed, source = (
-        unconsumed_by_probe(context, params.consumption_probe) if absent else (set(), "")
-    )
-    criteria.append(_structure(pair.survey, absent, unconsumed, source))
+    probe = probe_finding(context, params.consumption_probe) if absent else ProbeFinding(set(), "")
+    criteria.append(_structure(pair.survey, absent, probe, params.probe_requires))
     if hashing:
         criteria.append(_hash_match(pair.content))
     return criteria
