@@ -14,10 +14,11 @@ $(STAMP): pyproject.toml | bubblewrap
 	# the torch extra is the reference side (the example's train_torch.py, its replay): the
 	# CPU wheel of torch 2.13.0, which lies on this machine's (and CI's) disk; other torch
 	# versions pull multi-GB CUDA builds
-	$(BIN)/python -m pip install --quiet -e '.[test,lint,paddle,report,torch]'
-	# the real GlmMoeDsaConfig for the config-semantics tests; its own dependency list is
-	# heavy (datasets, scikit-learn, librosa, modelscope), and its configuration modules
-	# need only what the test extra installs (docs/config-semantics.md)
+	$(BIN)/python -m pip install --quiet -e '.[test,lint,paddle,report,torch,real]'
+	# PaddleFormers: the real GlmMoeDsaConfig for the config-semantics tests, and the
+	# candidate of examples/glm5-real; its own dependency list is heavy (datasets,
+	# scikit-learn, librosa, modelscope), and what its configuration and model modules
+	# import is in the test and real extras (docs/config-semantics.md, examples/glm5-real/README.md)
 	$(BIN)/python -m pip install --quiet --no-deps paddleformers==1.2.0
 	$(MAKE) --no-print-directory actionlint
 	touch $(STAMP)
@@ -75,6 +76,7 @@ bench: $(STAMP)
 	$(BIN)/python bench/bench_sandbox.py
 	$(BIN)/python bench/bench_sides.py
 	$(BIN)/python bench/bench_report.py
+	$(BIN)/python bench/bench_real_run.py
 
 clean:
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache

@@ -61,3 +61,35 @@ def test_the_real_glm_moe_dsa_config_stores_but_does_not_mean(
     assert rows["hidden_size"]["read_at"] is not None
     # every round trip keeps the values; the saved file writes dtype as torch_dtype
     assert detail["round_trips"] == "dtype dropped from the saved config.json"
+
+
+@pytest.mark.slow
+@pytest.mark.heavy
+def test_reads_are_looked_for_in_every_package_the_policy_names(
+    ws: Workspace, capsys: pytest.CaptureFixture[str]
+) -> None:
+    set_files(ws.root, ws.repo, {OFFICIAL_REL: candidate_files("")[OFFICIAL_REL]})
+    contract = ws.root / "contracts/config-semantics.toml"
+    text = contract.read_text()
+    assert '\nsource = ""\n' in text
+    contract.write_text(
+        text.replace(
+            '\nsource = ""\n', '\nsource = ""\nmodel_packages = ["transformers", "paddlefleet"]\n'
+        )
+    )
+    result = ws.gates(
+        capsys, "check", "config", OFFICIAL_REL, "--class", PADDLEFORMERS_CLASS, "--format", "json"
+    )
+    assert result.code == 1, result.err
+    report: dict[str, Any] = json.loads(result.out)
+    detail = {c["name"]: c["detail"] for c in report["criteria"]}
+    # transformers' DeepSeek-V3 reads rope_interleave, which PaddleFormers leaves unread;
+    # paddlefleet, which the package index does not have, is named as such
+    scanned = "paddleformers/, transformers/, paddlefleet/ (not installed: not scanned)"
+    assert f" read nowhere in {scanned}: " in detail["consumed"]
+    assert report["candidate"]["missing_packages"] == ["paddlefleet"]
+    assert report["candidate"]["scanned_packages"] == ["transformers"]
+    rows = {row["key"]: row for row in report["keys"]}
+    assert str(rows["rope_interleave"]["read_at"]).startswith("transformers/models/")
+    assert detail["consumed"].startswith("4 attribute(s) read nowhere")
+    assert "rope_interleave" not in detail["consumed"]

@@ -25,6 +25,8 @@ def test_demo_shows_the_blocked_pr_then_what_discharges(capsys: pytest.CaptureFi
     assert result.code == 0, result.err
     before, rest = result.out.split("== (b)")
     forgery, after = rest.split("== (c)")
+    after, real = after.split("== (e)")  # the real port's act: tests/test_real_example.py
+    assert "the real port: transformers' GlmMoeDsaForCausalLM against PaddleFormers" in real
     assert "results/paddle (recorded run, receipted by hand): manifest.json probe/0" in before
     assert "receipts: 14 (0 formal, 14 probe, 0 rejected)" in before
     assert "no formal candidate loss: results/paddle/loss.receipt.json: unsigned" in before

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import signal
 import subprocess
 import sys
 import tempfile
@@ -21,15 +22,42 @@ from gates.core.paths import resolve_inside, to_workspace_relpath
 from gates.engine.inputs import AuditInputs
 from gates.receipts.model import ArtifactKind, Receipt
 from gates.sandbox import Request as SandboxRequest
-from gates.sandbox import prepared
+from gates.sandbox import killed_by, prepared
 from gates.tensors.probe import PROBE_FORMAT, Finding
 
 WORKER = Path(__file__).resolve().parent.parent / "tensors" / "probe_worker.py"
 
 
+def _stderr_tail(stderr: bytes, lines: int = 5) -> str:
+    """The last lines a process wrote to stderr, each as a terminal would show it last (a
+    progress bar redrawn with carriage returns is one line, its final state)."""
+    shown = [
+        line.rsplit("\r", 1)[-1].strip() for line in stderr.decode("utf-8", "replace").splitlines()
+    ]
+    return " | ".join([line for line in shown if line][-lines:])[-600:]
+
+
+def _no_result(code: int, stderr: bytes) -> str:
+    """Why a probe that wrote no result ended: the signal that killed it, or its exit
+    status, and the last lines of its stderr."""
+    signal_number = killed_by(code)
+    if signal_number is not None:
+        try:
+            name = signal.Signals(signal_number).name
+        except ValueError:
+            name = f"signal {signal_number}"
+        why = f"killed by {name} ({signal_number})"
+    else:
+        why = f"exit status {code}"
+    tail = _stderr_tail(stderr)
+    return f"the probe ended without a result: {why}" + (
+        f"; its stderr ended: {tail}" if tail else ""
+    )
+
+
 def _sandboxed_probe(
     audit: AuditInputs, path: Path, function: str, shown: str, names: tuple[str, ...]
-) -> tuple[bool, list[Finding]]:
+) -> tuple[bool, list[Finding], dict[str, object]]:
     """The probe, run in the sandbox on the commit under audit: the entry is PR code."""
     workspace, host = audit.workspace, audit.sandbox_host
     found = host.support()
@@ -53,6 +81,7 @@ def _sandboxed_probe(
             "function": function,
             "shown": shown,
             "names": list(names),
+            "root": str(workspace.root),
             "result": str(folder / "result.json"),
         }
         (folder / "request.json").write_text(json.dumps(request), encoding="utf-8")
@@ -66,19 +95,18 @@ def _sandboxed_probe(
             output=folder,
             protocol={},
             host=host,
+            writable_copies=workspace.config.sandbox.writable_copies,
         )
         with prepared(found, inside) as ready:
             done = subprocess.run(ready.argv, env=ready.env, capture_output=True, check=False)
         result_file = folder / "result.json"
         if not result_file.is_file():
-            lines = done.stderr.decode("utf-8", "replace").strip().splitlines()
-            why = lines[-1][:300] if lines else f"exit status {done.returncode}"
-            raise GatesError(f"the probe ended without a result: {why}", file=shown)
+            raise GatesError(_no_result(done.returncode, done.stderr), file=shown)
         result = json.loads(result_file.read_text(encoding="utf-8"))
     if "error" in result:
         raise GatesError(str(result["error"]), file=shown)
     findings = [Finding(n, bool(c), str(d), tuple(s)) for n, c, d, s in result["findings"]]
-    return bool(result["repeatable"]), findings
+    return bool(result["repeatable"]), findings, dict(result.get("configuration", {}))
 
 
 @dataclass(frozen=True)
@@ -99,6 +127,11 @@ def render_text(probed: Probed) -> str:
     receipt = probed.receipt
     tensors: list[dict[str, object]] = probed.document["tensors"]  # type: ignore[assignment]
     lines = [f"repeatable={json.dumps(probed.repeatable)}"]
+    configuration = probed.document.get("configuration")
+    if isinstance(configuration, dict) and configuration:
+        lines.append(
+            "configuration: " + ", ".join(f"{k}={json.dumps(v)}" for k, v in configuration.items())
+        )
     lines += [f"{t['name']}: {'consumed' if t['consumed'] else 'not consumed'}" for t in tensors]
     lines.append(
         f"wrote {probed.artifact} ({receipt.evidence_class.value}/{receipt.formal_weight} "
@@ -144,7 +177,7 @@ def probe_consumed(
     path = resolve_inside(workspace.root, relpath, what="probe entry point")
     if not path.is_file():
         raise GatesError("no such file", file=relpath)
-    repeatable, findings = _sandboxed_probe(audit, path, function, relpath, names)
+    repeatable, findings, configuration = _sandboxed_probe(audit, path, function, relpath, names)
     document: dict[str, object] = {
         "format": PROBE_FORMAT,
         "mode": "consumed",
@@ -154,6 +187,7 @@ def probe_consumed(
         # every tensor the entry's model holds was probed (no --tensor given): a name the
         # list lacks is one the model never builds
         "every_tensor": not names,
+        "configuration": configuration,
         "tensors": [
             {"name": f.name, "consumed": f.consumed, "dtype": f.dtype, "shape": list(f.shape)}
             for f in findings

@@ -256,6 +256,7 @@ def replay_run(
         workspace.config.evidence.locations,
         framework or "",
         inputs.sandbox_host,
+        workspace.config.sandbox.writable_copies,
     )
     with tempfile.TemporaryDirectory(prefix="gates-replay-") as scratch:
         results = [replay_window(under, window, Path(scratch)) for window in windows]

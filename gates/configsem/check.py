@@ -141,11 +141,23 @@ def installed_root(module: str) -> tuple[Path, str] | None:
 
 
 class _Scan:
-    """The source-tree scan, run in a thread while the subprocess imports the class."""
+    """The source-tree scan, run in a thread while the subprocess imports the class: the
+    class's own tree, then each further package the contract names (``packages``: where the
+    model code that consumes the config lives, PaddleFleet beside PaddleFormers), found
+    installed without importing it; one that is not installed is listed in ``missing``."""
 
-    def __init__(self, root: Path | None, names: set[str], exclude: str | None):
+    def __init__(
+        self,
+        root: Path | None,
+        names: set[str],
+        exclude: str | None,
+        packages: tuple[str, ...] = (),
+    ):
         self.root, self.names, self.exclude = root, names, exclude
+        self.packages = packages
         self.index: SourceIndex | None = None
+        self.others: list[tuple[str, SourceIndex]] = []  # (package, its index)
+        self.missing: list[str] = []
         self.found: dict[str, Read] = {}
         self.error: str | None = None
         self._thread = threading.Thread(target=self._run, daemon=True)
@@ -156,8 +168,38 @@ class _Scan:
         try:
             self.index = SourceIndex.load(self.root)
             self.found = self.index.find(self.names, exclude=self.exclude)
+            for package in self.packages:
+                self._package(package)
         except OSError as exc:
             self.error = f"cannot scan the source tree: {exc}"
+
+    def _package(self, package: str) -> None:
+        found = installed_root(package)
+        if found is None:
+            self.missing.append(package)
+            return
+        folder = found[0] / package
+        if self.root is not None and folder.resolve() == self.root.resolve():
+            return  # the class's own package, scanned already
+        index = SourceIndex.load(folder)
+        self.others.append((package, index))
+        self.found |= _prefixed(package, index.find(self.names - set(self.found)))
+
+    def indexes(self) -> list[tuple[str | None, SourceIndex]]:
+        """Every scanned index, the class's own first (its paths unprefixed)."""
+        first: list[tuple[str | None, SourceIndex]] = [(None, self.index)] if self.index else []
+        return first + [(package, index) for package, index in self.others]
+
+    def scanned(self) -> str:
+        """The scanned trees as reports name them: `paddleformers/, paddlefleet/ (not
+        installed)`."""
+        shown = [f"{self.root.name}/"] if self.root is not None else []
+        shown += [f"{package}/" for package, _ in self.others]
+        shown += [f"{package}/ (not installed: not scanned)" for package in self.missing]
+        return ", ".join(shown)
+
+    def files(self) -> int:
+        return sum(len(index.texts) for _, index in self.indexes())
 
     def start(self) -> _Scan:
         self._thread.start()
@@ -165,6 +207,13 @@ class _Scan:
 
     def join(self) -> None:
         self._thread.join()
+
+
+def _prefixed(package: str | None, reads: dict[str, Read]) -> dict[str, Read]:
+    """Reads found in a further package, their paths shown under its name."""
+    if package is None:
+        return reads
+    return {name: Read(f"{package}/{read.path}", read.line) for name, read in reads.items()}
 
 
 def _scan_plan(candidate: Candidate) -> tuple[Path | None, str | None]:
@@ -195,7 +244,7 @@ def run_check(
     for attribute in table.attributes():
         names.update(_names_of(attribute))
     scan_root, exclude = _scan_plan(candidate)
-    scan = _Scan(scan_root, names, exclude).start()
+    scan = _Scan(scan_root, names, exclude, table.model_packages).start()
     probe = run_probe(
         candidate.class_path,
         official.raw,
@@ -228,7 +277,9 @@ def run_check(
         "distribution": probe.report.get("distribution"),
         "loaded_via": probe.report.get("loaded_via"),
         "scanned": str(scan_root) if scan_root else None,
-        "scanned_files": len(scan.index.texts) if scan.index else 0,
+        "scanned_files": scan.files(),
+        "scanned_packages": [package for package, _ in scan.others],
+        "missing_packages": list(scan.missing),
         "official": official.path,
         "official_sha256": official.sha256,
     }
@@ -240,8 +291,9 @@ def _reads_with_aliases(scan: _Scan, probe: ProbeResult) -> dict[str, Read]:
     reads = dict(scan.found)
     aliases: dict[str, str] = probe.report.get("attribute_map") or {}
     wanted = {alias: target for alias, target in aliases.items() if target in scan.names}
-    if scan.index is not None and wanted:
-        for alias, read in scan.index.find(wanted, exclude=scan.exclude).items():
+    for package, index in scan.indexes() if wanted else []:
+        exclude = scan.exclude if package is None else None
+        for alias, read in _prefixed(package, index.find(wanted, exclude=exclude)).items():
             reads.setdefault(wanted[alias], read)
     return reads
 
@@ -398,11 +450,15 @@ def _consumed(rows: list[KeyResult], scan: _Scan, probe: ProbeResult) -> Criteri
         return Criterion(
             "consumed",
             False,
-            f"{len(unread)} attribute(s) read nowhere in {scan.root.name}/: "
+            f"{len(unread)} attribute(s) read nowhere in {scan.scanned()}: "
             f"{', '.join(unread[: SHOWN * 2])}{more}",
         )
-    files = len(scan.index.texts) if scan.index else 0
-    return Criterion("consumed", True, f"every mapped attribute is read ({files} files scanned)")
+    missing = f"; not scanned: {', '.join(scan.missing)} (not installed)" if scan.missing else ""
+    return Criterion(
+        "consumed",
+        True,
+        f"every mapped attribute is read ({scan.files()} files scanned){missing}",
+    )
 
 
 def _trips(rows: list[KeyResult], probe: ProbeResult) -> Criterion:

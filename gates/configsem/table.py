@@ -20,6 +20,7 @@ from gates.core.validation import first_error
 _NAME = r"[A-Za-z_][A-Za-z0-9_]*"
 KeyPath = Annotated[str, StringConstraints(pattern=rf"^{_NAME}(\.{_NAME})*$")]
 ClassPath = Annotated[str, StringConstraints(pattern=rf"^{_NAME}(\.{_NAME})*:{_NAME}$")]
+PackageName = Annotated[str, StringConstraints(pattern=rf"^{_NAME}$")]
 Sha256 = Annotated[str, StringConstraints(pattern=r"^[0-9a-f]{64}$")]
 Revision = Annotated[str, StringConstraints(pattern=r"^([0-9a-f]{40})?$")]
 
@@ -65,6 +66,9 @@ class Table(BaseModel):
     source: str = ""
     timeout_s: Annotated[float, Field(gt=0, le=3600)] = 180
     env: tuple[str, ...] = ()
+    # more installed packages whose code reads the config (where the model code lives: the
+    # candidate's config class in PaddleFormers, its GLM-5 layers in PaddleFleet)
+    model_packages: tuple[PackageName, ...] = ()
     keys: tuple[KeyRow, ...] = Field(min_length=1)
     implied: tuple[ImpliedRow, ...] = ()
 

@@ -3,13 +3,23 @@ the naming rules, and content equal through them where the contract asks for it.
 
 from __future__ import annotations
 
+import fnmatch
 import json
-from collections.abc import Iterable
+import operator
+import re
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, StrictBool, StringConstraints, ValidationError
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    StrictBool,
+    StringConstraints,
+    ValidationError,
+    field_validator,
+)
 
 from gates.checkpoints.check import CheckpointReport, check_checkpoint, compare_pair
 from gates.contracts.model import EvaluationContext, EvaluationError
@@ -46,6 +56,68 @@ class ExpectedAbsent(BaseModel):
     reference_builds: StrictBool = True
 
 
+_OPERATORS: dict[str, Callable[[Any, Any], bool]] = {
+    ">": operator.gt,
+    ">=": operator.ge,
+    "<": operator.lt,
+    "<=": operator.le,
+    "==": operator.eq,
+    "!=": operator.ne,
+}
+_OPERAND = r"[A-Za-z_][A-Za-z0-9_]*|-?[0-9]+(?:\.[0-9]+)?"
+_CONDITION = re.compile(rf"^\s*({_OPERAND})\s*(>=|<=|==|!=|>|<)\s*({_OPERAND})\s*$")
+
+
+class ProbeRequirement(BaseModel):
+    """The configuration under which a consumption probe can explain some tensors: a probe
+    whose recorded configuration fails ``condition`` explains none of ``tensors`` (a DSA
+    indexer selects every key while the sequence is not longer than its top-k, so a probe
+    of such a sequence cannot see it consumed)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    tensors: Annotated[str, StringConstraints(min_length=1)]  # a glob over reference names
+    condition: str  # `NAME OP NAME-or-NUMBER`, names from the probe's configuration
+    why: Annotated[str, StringConstraints(min_length=1)]
+
+    @field_validator("condition")
+    @classmethod
+    def _parses(cls, value: str) -> str:
+        if _CONDITION.match(value) is None:
+            raise ValueError(
+                f"{value!r}: expected NAME OP NAME or NAME OP NUMBER, OP one of "
+                + " ".join(_OPERATORS)
+            )
+        return value
+
+    def unmet(self, configuration: Mapping[str, object]) -> str | None:
+        """Why a probe run with ``configuration`` does not meet the condition (None: met)."""
+        found = _CONDITION.match(self.condition)
+        if found is None:  # validated at load; never met otherwise
+            return f"{self.why}: {self.condition!r} is not a condition"
+        left, op, right = found.groups()
+        values: list[object] = []
+        for operand in (left, right):
+            if re.fullmatch(r"-?[0-9.]+", operand):
+                values.append(float(operand))
+            elif operand in configuration:
+                values.append(configuration[operand])
+            else:
+                return f"{self.why}: the probe recorded no {operand} (needs {self.condition})"
+        try:
+            met = _OPERATORS[op](values[0], values[1])
+        except TypeError:
+            met = False
+        if met:
+            return None
+        ran = ", ".join(
+            f"{name}={json.dumps(configuration[name])}"
+            for name in (left, right)
+            if name in configuration
+        )
+        return f"{self.why}: the probe ran with {ran} (needs {self.condition})"
+
+
 class Params(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
@@ -54,6 +126,7 @@ class Params(BaseModel):
     require_hash_match: StrictBool = False
     expected_absent: tuple[ExpectedAbsent, ...] = ()
     consumption_probe: str = "outputs/consumption_probe.json"
+    probe_requires: tuple[ProbeRequirement, ...] = ()
     #: "reference": the candidate saves its checkpoints in the reference's layout (its
     #: `save_pretrained` converts back), so a tensor under a reference name keeps that
     #: tensor's shape whatever the layout rules say
@@ -111,19 +184,35 @@ def _side_criteria(side: str, report: CheckpointReport) -> list[Criterion]:
 
 
 @dataclass(frozen=True)
-class ProbeEvidence:
+class ProbeFinding:
     """What a formal consumption probe (`gates probe consumed`) of the reference's forward
-    shows: the tensors it found not consumed, every tensor it probed, whether it probed
-    every tensor the model holds, and where that came from (or why there is none)."""
+    says: the tensors it found not consumed, where that came from, the configuration it ran
+    with, every tensor it probed and whether that was every tensor its entry's model holds
+    (``usable``: a formal, repeatable probe was found)."""
 
+    unconsumed: set[str]
     source: str
-    unconsumed: frozenset[str] = frozenset()
-    probed: frozenset[str] = frozenset()
+    configuration: dict[str, object] = field(default_factory=dict)
+    probed: set[str] = field(default_factory=set)
     every_tensor: bool = False
     usable: bool = False
 
+    def why_not(self, name: str) -> str:
+        """Why the probe does not explain ``name`` (it found it consumed, or never probed
+        it, or there is no usable formal probe)."""
+        if name in self.probed and name not in self.unconsumed:
+            return f"the reference forward consumes it ({self.source})"
+        if self.probed and name not in self.probed:
+            return f"not probed ({self.source})"
+        return self.source
 
-def probe_evidence(judgements: Iterable[Judgement], root: Path, relpath: str) -> ProbeEvidence:
+
+def probe_finding(context: EvaluationContext, relpath: str) -> ProbeFinding:
+    """The formal consumption probe (`gates probe consumed`) bound at ``relpath``."""
+    return probe_evidence(context.receipts, context.workspace.root, relpath)
+
+
+def probe_evidence(judgements: Iterable[Judgement], root: Path, relpath: str) -> ProbeFinding:
     """The formal consumption probe that binds ``relpath`` among ``judgements``."""
     for judgement in judgements:
         receipt = judgement.receipt
@@ -137,20 +226,36 @@ def probe_evidence(judgements: Iterable[Judgement], root: Path, relpath: str) ->
         try:
             document = json.loads((root / relpath).read_bytes())
         except (OSError, ValueError):
-            return ProbeEvidence(f"{relpath}: unreadable")
+            return ProbeFinding(set(), f"{relpath}: unreadable")
         if not isinstance(document, dict) or document.get("format") != PROBE_FORMAT:
-            return ProbeEvidence(f"{relpath}: not a consumption probe")
+            return ProbeFinding(set(), f"{relpath}: not a consumption probe")
         if document.get("repeatable") is not True:
-            return ProbeEvidence(f"{relpath}: the probe's forward was not repeatable")
+            return ProbeFinding(set(), f"{relpath}: the probe's forward was not repeatable")
         items = [item for item in document.get("tensors", []) if isinstance(item, dict)]
-        return ProbeEvidence(
+        configuration = document.get("configuration")
+        return ProbeFinding(
+            {str(item.get("name")) for item in items if item.get("consumed") is False},
             f"formal probe {judgement.path}",
-            frozenset(str(item.get("name")) for item in items if item.get("consumed") is False),
-            frozenset(str(item.get("name")) for item in items),
-            document.get("every_tensor") is True,
+            dict(configuration) if isinstance(configuration, dict) else {},
+            {str(item.get("name")) for item in items},
+            every_tensor=document.get("every_tensor") is True,
             usable=True,
         )
-    return ProbeEvidence(f"no formal consumption probe binds {relpath} (gates probe consumed)")
+    return ProbeFinding(
+        set(), f"no formal consumption probe binds {relpath} (gates probe consumed)"
+    )
+
+
+def _probe_unmet(
+    name: str, requirements: tuple[ProbeRequirement, ...], configuration: Mapping[str, object]
+) -> str | None:
+    """Why the probe cannot explain ``name`` under its configuration (None: it can)."""
+    for requirement in requirements:
+        if fnmatch.fnmatchcase(name, requirement.tensors):
+            unmet = requirement.unmet(configuration)
+            if unmet is not None:
+                return unmet
+    return None
 
 
 @dataclass(frozen=True)
@@ -160,44 +265,52 @@ class Absence:
 
     explained: dict[str, str] = field(default_factory=dict)
     unexplained: dict[str, str] = field(default_factory=dict)
-    #: name -> "not consumed" or "never built", for each explained name
+    #: name -> "not consumed" or "never built by the reference", for each explained name
     how: dict[str, str] = field(default_factory=dict)
     source: str = ""
 
 
-def judge_absent(params: Params, evidence: ProbeEvidence) -> Absence:
-    absence = Absence(source=evidence.source)
+def judge_absent(params: Params, probe: ProbeFinding) -> Absence:
+    """Each `expected_absent` tensor explained by the probe or not, and why: found not
+    consumed under a configuration that meets `probe_requires`, or (`reference_builds =
+    false`) never built by the reference's model, which the probe probed whole."""
+    absence = Absence(source=probe.source)
     for item in params.expected_absent:
-        if not evidence.usable:
-            absence.unexplained[item.name] = evidence.source
-        elif item.reference_builds and item.name in evidence.unconsumed:
-            absence.how[item.name] = "not consumed"
-            absence.explained[item.name] = (
+        name = item.name
+        unmet = _probe_unmet(name, params.probe_requires, probe.configuration)
+        if not probe.usable:
+            absence.unexplained[name] = probe.source
+        elif not item.reference_builds:
+            _never_built(absence, item, probe)
+        elif name in probe.unconsumed and unmet is None:
+            absence.how[name] = "not consumed"
+            absence.explained[name] = (
                 f"expected absent: {item.justification} (not consumed by the reference's "
-                f"forward: {evidence.source})"
-            )
-        elif item.reference_builds:
-            absence.unexplained[item.name] = (
-                f"{evidence.source} does not find it unconsumed"
-                if item.name in evidence.probed
-                else f"{evidence.source} did not probe it"
-            )
-        elif item.name in evidence.probed:
-            absence.unexplained[item.name] = (
-                f"declared never built by the reference, but {evidence.source} probed it"
-            )
-        elif evidence.every_tensor:
-            absence.how[item.name] = "never built by the reference"
-            absence.explained[item.name] = (
-                f"expected absent: {item.justification} (the reference's model never builds "
-                f"it: {evidence.source} probed every tensor it holds)"
+                f"forward: {probe.source})"
             )
         else:
-            absence.unexplained[item.name] = (
-                f"{evidence.source} probed only some tensors: run it without --name to show "
-                "the reference's model never builds it"
+            absence.unexplained[name] = (
+                unmet if name in probe.unconsumed and unmet else probe.why_not(name)
             )
     return absence
+
+
+def _never_built(absence: Absence, item: ExpectedAbsent, probe: ProbeFinding) -> None:
+    if item.name in probe.probed:
+        absence.unexplained[item.name] = (
+            f"declared never built by the reference, but {probe.source} probed it"
+        )
+    elif probe.every_tensor:
+        absence.how[item.name] = "never built by the reference"
+        absence.explained[item.name] = (
+            f"expected absent: {item.justification} (the reference's model never builds "
+            f"it: {probe.source} probed every tensor it holds)"
+        )
+    else:
+        absence.unexplained[item.name] = (
+            f"{probe.source} probed only some tensors: run it without --tensor to show the "
+            "reference's model never builds it"
+        )
 
 
 def _structure(found: Survey, absence: Absence) -> Criterion:
@@ -290,10 +403,7 @@ def evaluate(context: EvaluationContext, raw: dict[str, Any]) -> list[Criterion]
         return criteria
     absence = Absence()
     if params.expected_absent:
-        evidence = probe_evidence(
-            context.receipts, context.workspace.root, params.consumption_probe
-        )
-        absence = judge_absent(params, evidence)
+        absence = judge_absent(params, probe_finding(context, params.consumption_probe))
     pair = compare_pair(
         reference,
         candidate,

@@ -29,6 +29,12 @@ def example_dir() -> Path:
     return _data_dir("examples/glm52-minimal", "examples/glm52-minimal")
 
 
+def real_example_dir() -> Path:
+    """The glm5-real example workspace (transformers against PaddleFormers) the demo's real
+    port act copies."""
+    return _data_dir("examples/glm5-real", "examples/glm5-real")
+
+
 def schemas_dir() -> Path:
     """The JSON Schemas of the receipt envelope and every artifact kind."""
     return _data_dir("schemas", "receipts/schemas")

@@ -79,6 +79,8 @@ class RunIsolation(_Envelope):
     tree: str = ""
     environment: tuple[str, ...] = ()
     inputs: dict[str, str] = Field(default_factory=dict)
+    # shown as private writable copies (their files' digests, before, are in `inputs`)
+    writable_copies: tuple[str, ...] = ()
 
 
 class RunRecord(_Envelope):

@@ -96,6 +96,7 @@ def _launch_window(
         protocol={RUN_DIR: str(out), RUN_ID: run_id, SAVE_EVERY: "0", FRAMEWORK: run.framework},
         extra_binds={state: state},
         host=run.host,
+        writable_copies=run.writable_copies,
     )
     with prepared(found, request) as ready, log.open("wb") as sink:
         try:
@@ -126,6 +127,7 @@ class RunUnderReplay:
     excluded: tuple[str, ...]  # the evidence locations, never in the sandbox
     framework: str  # the run's side, for the recorder (GATES_FRAMEWORK)
     host: SandboxHost  # the command's host the sandbox is made on
+    writable_copies: tuple[str, ...] = ()  # as the run saw them ([sandbox] writable_copies)
 
 
 def _error(window: Window, started: float, message: str) -> WindowResult:

@@ -70,6 +70,8 @@ class Request:
     output: Path | None = None  # the writable folder on the host (default: a new empty one)
     fixed_env: Mapping[str, str] | None = None  # values gates sets itself (never the host's)
     host: SandboxHost = field(default_factory=SandboxHost)
+    # workspace paths (of the commit, or of ``inputs``) shown as private writable copies
+    writable_copies: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -121,6 +123,51 @@ def _inputs(request: Request) -> tuple[dict[Path, Path], dict[str, str]]:
     return binds, digests
 
 
+def _writable_copies(
+    request: Request, source: Path, scratch: Path, inputs: Mapping[Path, Path]
+) -> tuple[dict[Path, Path], dict[str, str]]:
+    """Private writable copies (host copy -> path inside) of the commit's or the declared
+    inputs' folders a framework writes beside (PaddleFormers' conversion writes a metadata
+    file and a lock next to the weights it reads). Each is copied before the command
+    starts, its files' digests recorded then; what the command writes there is discarded
+    with the scratch folder."""
+    copies: dict[Path, Path] = {}
+    digests: dict[str, str] = {}
+    shown = {inside: host for host, inside in inputs.items()}
+    cache = StatCache(None)
+    for index, declared in enumerate(request.writable_copies):
+        relpath = declared.strip("/")
+        inside = request.root / relpath
+        if Path(declared).is_absolute() or ".." in Path(relpath).parts:
+            raise GatesError(
+                f"writable copy {declared}: give a workspace-relative path",
+                file=request.root / "gates.toml",
+                hint="fix [sandbox] writable_copies in gates.toml",
+            )
+        if is_under(relpath, request.excluded):
+            raise GatesError(
+                f"writable copy {declared} lies in an evidence location",
+                hint="the sandbox never sees evidence; copy the weights' folder of the commit",
+            )
+        original = shown.get(inside, source / relpath)
+        if original.is_symlink() or not original.exists():
+            raise GatesError(
+                f"writable copy {declared} is neither in the commit under audit nor a "
+                "declared input",
+                file=request.root / "gates.toml",
+                hint="commit the folder, or declare it in [sandbox] inputs too",
+            )
+        copy = scratch / "copies" / str(index)
+        copy.parent.mkdir(parents=True, exist_ok=True)
+        if original.is_dir():
+            shutil.copytree(original, copy, symlinks=True)
+        else:
+            shutil.copy2(original, copy)
+        digests |= _digests(relpath, copy, cache)
+        copies[copy] = inside
+    return copies, digests
+
+
 def _git_dir(root: Path) -> Path | None:
     git = root / ".git"
     if git.is_file():  # a linked worktree: "gitdir: ..."; hide the whole common folder too
@@ -154,6 +201,8 @@ def prepared(found: SandboxSupport, request: Request) -> Iterator[Prepared]:
         output.mkdir(exist_ok=True)
         made = materialize(request.root, request.commit, request.excluded, source)
         binds, digests = _inputs(request)
+        copies, copied = _writable_copies(request, source, scratch, binds)
+        binds = {host: inside for host, inside in binds.items() if inside not in copies.values()}
         binds |= dict(request.extra_binds or {})
         env = passed_environment(request.host.environment, request.env_names, request.protocol)
         env |= dict(request.fixed_env or {})
@@ -167,6 +216,7 @@ def prepared(found: SandboxSupport, request: Request) -> Iterator[Prepared]:
             output=output,
             output_at=request.output_at,
             inputs=binds,
+            writable=copies,
             env=env,
             cwd=inside_cwd,
             network=request.network,
@@ -180,7 +230,8 @@ def prepared(found: SandboxSupport, request: Request) -> Iterator[Prepared]:
             commit=made.commit,
             tree=made.tree,
             environment=tuple(sorted(env)),
-            inputs=digests,
+            inputs=digests | copied,
+            writable_copies=tuple(request.writable_copies),
         )
         argv = sandbox_argv(found, view, request.command, scratch / "root")
         yield Prepared(argv, env, output, isolation)

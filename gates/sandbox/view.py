@@ -178,15 +178,18 @@ def build_view(
     cwd: Path,
     network: bool,
     hidden: Mapping[str, Path],
+    writable: Mapping[Path, Path] | None = None,
 ) -> View:
     """The sandbox's view. ``source`` (the materialized commit, a folder gates owns) is
-    shown read-only at ``mount_at``; mount points below it are created in it first."""
+    shown read-only at ``mount_at``; mount points below it are created in it first.
+    ``writable`` maps gates' own private copies to the paths they are shown at."""
     binds, links, devices = _system(network)
     binds += [Bind(path, path) for path in _python_folders() if path.is_dir()]
     binds.append(Bind(gates_package(), gates_package()))
     check_hidden(binds + [Bind(host, host) for host in inputs], hidden)
     placed = [Bind(source, mount_at)]
     placed += [Bind(host, inside) for host, inside in inputs.items()]
+    placed += [Bind(copy, inside, writable=True) for copy, inside in (writable or {}).items()]
     placed.append(Bind(output, output_at, writable=True))
     for bind in binds + placed[1:]:  # a Python environment in the workspace (.venv) too
         if mount_at in bind.target.parents:

@@ -15,12 +15,15 @@ def main(request_path: str) -> None:
     request = json.loads(Path(request_path).read_text(encoding="utf-8"))
     result: dict[str, object]
     try:
-        forward, tensors = load_entry(Path(request["path"]), request["function"], request["shown"])
-        chosen = tuple(request["names"]) or tuple(sorted(tensors))
-        repeatable, findings = probe(forward, tensors, chosen)
+        entry = load_entry(
+            Path(request["path"]), request["function"], request["shown"], Path(request["root"])
+        )
+        chosen = tuple(request["names"]) or tuple(sorted(entry.tensors))
+        repeatable, findings = probe(entry.forward, entry.tensors, chosen)
         result = {
             "repeatable": repeatable,
             "findings": [[f.name, f.consumed, f.dtype, list(f.shape)] for f in findings],
+            "configuration": entry.configuration,
         }
     except GatesError as exc:
         result = {"error": exc.one_line()}

@@ -18,7 +18,13 @@ code that is not a module). Gradients are taken from `.grad` after the
 backward, in the order their backward hooks fired; optimizer state as
 `<param>:<slot>` (torch `exp_avg`, `exp_avg_sq`, `momentum_buffer`; Paddle
 `moment1`, `moment2`, `velocity`). A module called twice in one step records
-its second output as `<name>#2`. Steps not selected cost nothing but the
+its second output as `<name>#2`. A module's output may be what real model
+code returns: a tensor, a ModelOutput of transformers or PaddleFormers, a dict,
+nested tuples or lists (None and non-tensors among them); its first tensor, depth
+first, is recorded. A tensor that cannot be dumped (an output holding no tensor, a
+dtype safetensors has no code for, a conversion that fails) never stops the run: it
+is named with the reason in the step's `order.json` (`not_dumped`) and in
+`not_dumped`, and the step goes on. Steps not selected cost nothing but the
 hook call. The run folder is GATES_RUN_DIR (or given); the dump goes to its
 `tensors/`. Used alone inside a gates workspace, `finish()` receipts the
 dump; under `gates run`, the run does.
@@ -26,7 +32,7 @@ dump; under `gates run`, the run does.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from pathlib import Path
 from types import TracebackType
 from typing import Any
@@ -88,6 +94,36 @@ def raw_tensor(name: str, tensor: Any, framework: str) -> RawTensor:
     return RawTensor(name, code, tuple(int(d) for d in array.shape), data.tobytes())
 
 
+def _is_tensor(value: Any) -> bool:
+    if isinstance(value, np.ndarray):
+        return True
+    root = type(value).__module__.split(".", 1)[0]
+    return root in {"torch", "paddle"} and hasattr(value, "dtype") and hasattr(value, "shape")
+
+
+def tensors_in(value: Any) -> Iterator[Any]:
+    """The tensors of a forward's output, depth first: through mappings (a ModelOutput of
+    either library is an OrderedDict), tuples and lists; None and other values skipped."""
+    if _is_tensor(value):
+        yield value
+    elif isinstance(value, Mapping):
+        for item in value.values():
+            yield from tensors_in(item)
+    elif isinstance(value, (tuple, list)):
+        for item in value:
+            yield from tensors_in(item)
+
+
+def first_tensor(output: Any) -> Any | None:
+    """The tensor a module boundary records of ``output`` (None when it holds none)."""
+    return next(tensors_in(output), None)
+
+
+def _kind(value: Any) -> str:
+    kind = type(value)
+    return kind.__name__ if kind.__module__ == "builtins" else f"{kind.__module__}.{kind.__name__}"
+
+
 class TensorRecorder:
     """Dumps activations, gradients, optimizer state and parameters of selected steps."""
 
@@ -126,10 +162,13 @@ class TensorRecorder:
         self.parameters: dict[str, Any] = {}
         self.optimizer: Any = None
         self.written: list[Path] = []
+        #: (step, phase, name, why) of every tensor of a selected step that was not dumped
+        self.not_dumped: list[tuple[int, str, str, str]] = []
         self._hooks: list[Any] = []
         self._step: int | None = None
         self._tensors: dict[str, list[RawTensor]] = {}
         self._order: list[tuple[str, str]] = []
+        self._skipped: list[tuple[str, str, str]] = []
         self._grad_order: list[str] = []
         self._calls: dict[str, int] = {}
 
@@ -172,8 +211,7 @@ class TensorRecorder:
 
     def _forward_hook(self, name: str) -> Any:
         def hook(module: Any, inputs: Any, output: Any) -> None:
-            first = output[0] if isinstance(output, (tuple, list)) else output
-            self.activation(name, first)
+            self.activation(name, output)
 
         return hook
 
@@ -193,19 +231,44 @@ class TensorRecorder:
         self._step = step if step in self.steps else None
         self._tensors = {phase: [] for phase in self.phases}
         self._order = []
+        self._skipped = []
         self._grad_order = []
         self._calls = {}
 
     def _keep(self, phase: str, name: str, tensor: Any) -> None:
-        self._tensors[phase].append(raw_tensor(name, tensor, self.framework))
+        """Copy one tensor of the step; one that cannot be copied is named, never raised:
+        the recorder must not end the training run it watches."""
+        try:
+            raw = raw_tensor(name, tensor, self.framework)
+        except GatesError as exc:
+            self._skip(phase, name, exc.message)
+            return
+        except Exception as exc:  # noqa: BLE001  (the framework's own failure, named instead)
+            self._skip(phase, name, f"cannot be copied: {type(exc).__name__}: {exc}"[:300])
+            return
+        if name in {t.name for t in self._tensors[phase]}:
+            self._skip(phase, name, "recorded twice in this step: the first is kept")
+            return
+        self._tensors[phase].append(raw)
         self._order.append((phase, name))
 
-    def activation(self, name: str, tensor: Any) -> None:
-        """Record a forward tensor at a boundary (also called by the module hooks)."""
+    def _skip(self, phase: str, name: str, why: str) -> None:
+        self._skipped.append((phase, name, why))
+        if self._step is not None:
+            self.not_dumped.append((self._step, phase, name, why))
+
+    def activation(self, name: str, output: Any) -> None:
+        """Record a forward output at a boundary (also called by the module hooks): a
+        tensor, or the first tensor of a ModelOutput, dict, tuple or list."""
         if not self._active("activation") or not selected(name, self.modules):
             return
         calls = self._calls[name] = self._calls.get(name, 0) + 1
-        self._keep("activation", name if calls == 1 else f"{name}#{calls}", tensor)
+        shown = name if calls == 1 else f"{name}#{calls}"
+        tensor = first_tensor(output)
+        if tensor is None:
+            self._skip("activation", shown, f"the output holds no tensor ({_kind(output)})")
+            return
+        self._keep("activation", shown, tensor)
 
     def record_grads(self) -> None:
         """After the backward: every watched parameter's gradient, in backward order."""
@@ -247,7 +310,14 @@ class TensorRecorder:
             for name, parameter in self.parameters.items():
                 self._keep("param", name, parameter)
         self.written.append(
-            write_step(self.root, self._step, self._tensors, self._order, framework=self.framework)
+            write_step(
+                self.root,
+                self._step,
+                self._tensors,
+                self._order,
+                framework=self.framework,
+                not_dumped=self._skipped,
+            )
         )
         self._step = None
 

@@ -82,8 +82,10 @@ def write_step(
     order: Sequence[tuple[str, str]],
     *,
     framework: str,
+    not_dumped: Sequence[tuple[str, str, str]] = (),
 ) -> Path:
-    """Write one step's phase files, then its order.json (which marks the step finished)."""
+    """Write one step's phase files, then its order.json (which marks the step finished);
+    ``not_dumped`` names the (phase, name, why) of tensors the recorder could not copy."""
     folder = root / step_folder_name(step)
     folder.mkdir(parents=True, exist_ok=True)
     stale = folder / ORDER_FILE
@@ -97,6 +99,12 @@ def write_step(
             tensors,
             {"format": "gates.tensor_dump/v1", "framework": framework, "phase": phase},
         )
-    document = {"format": ORDER_FORMAT, "step": step, "order": [list(item) for item in order]}
+    document: dict[str, object] = {
+        "format": ORDER_FORMAT,
+        "step": step,
+        "order": [list(item) for item in order],
+    }
+    if not_dumped:
+        document["not_dumped"] = [list(item) for item in not_dumped]
     write_text_atomic(folder / ORDER_FILE, indented_json(document, indent=1) + "\n")
     return folder

@@ -70,6 +70,7 @@ def sandboxed(
         network=settings.network,
         env_names=settings.env,
         inputs=settings.inputs,
+        writable_copies=settings.writable_copies,
         host=host,
     )
     with prepared(found, request) as ready:

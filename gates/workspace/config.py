@@ -115,6 +115,12 @@ class SandboxConfig(_Strict):
     inputs: tuple[RelPath, ...] = Field(
         default=(), description="data and weights shown read-only (digests recorded)"
     )
+    writable_copies: tuple[RelPath, ...] = Field(
+        default=(),
+        description="folders of the commit or of `inputs` shown as a private writable copy, "
+        "for frameworks that write beside their weights (digests recorded before; "
+        "what is written there is discarded)",
+    )
     recorded: tuple[Literal["torch", "paddle"], ...] = Field(
         default=(),
         description="sides whose runs may be recorded after the fact instead (no sandbox)",

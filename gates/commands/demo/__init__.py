@@ -34,6 +34,8 @@ from pathlib import Path
 from gates.commands.check import check_determinism, check_loss
 from gates.commands.checkpoint import check as check_checkpoint
 from gates.commands.demo.config_act import config_step
+from gates.commands.demo.profiles import PROFILE
+from gates.commands.demo.real_act import real_port_step
 from gates.commands.demo.resume_act import resume_guard_step
 from gates.commands.demo.tensors_act import probe_step, tensor_step
 from gates.commands.freeze import pin as pin_command
@@ -66,18 +68,6 @@ _IDENTITY = {
     # recorded torch run (signed at that commit by sign_recorded.py) finds it in the clone
     "GIT_AUTHOR_DATE": "2026-08-19T00:00:00+00:00",
     "GIT_COMMITTER_DATE": "2026-08-19T00:00:00+00:00",
-}
-PROFILE = {
-    "name": "minimum_complete",
-    "mode": "optimizer",
-    "device": "cpu",
-    "dtype": "float32",
-    "tp": "1",
-    "pp": "1",
-    "ep": "1",
-    "etp": "1",
-    "sp": "false",
-    "world": "1",
 }
 TORCH_ENTRYPOINT = ("python", "model/train_torch.py")
 DEMO_KEYS = "demo-keys"
@@ -421,13 +411,15 @@ def _rerun(inputs: AuditInputs, echo: Echo) -> None:
     _audit(inputs, echo)
 
 
-def lay_out(root: Path, *, evidence: bool = True) -> None:
-    """The example as a git repository on `main`, the way the demo (and the signing of the
-    recorded run) lays it out; its demo keys stay out of it. The code is one commit of its
-    own (the same id on every machine, the one the recorded torch run was made at); the
-    recorded evidence follows in a second commit, or stays uncommitted (``evidence=False``,
-    for sign_recorded.py)."""
-    shutil.copytree(example_dir(), root, ignore=shutil.ignore_patterns("__pycache__", DEMO_KEYS))
+def lay_out(root: Path, *, evidence: bool = True, example: Path | None = None) -> None:
+    """The example (``example``, default glm52-minimal) as a git repository on `main`, the
+    way the demo (and the signing of the recorded run) lays it out; its demo keys stay out
+    of it. The code is one commit of its own (the same id on every machine, the one the
+    recorded torch run was made at); the recorded evidence follows in a second commit, or
+    stays uncommitted (``evidence=False``, for sign_recorded.py)."""
+    shutil.copytree(
+        example or example_dir(), root, ignore=shutil.ignore_patterns("__pycache__", DEMO_KEYS)
+    )
     _git(root, "init", "-q", "-b", POLICY_REF)
     (root / ".gitignore").write_text(".gates/\n__pycache__/\n")
     locations = open_workspace(root).config.evidence.locations
@@ -488,6 +480,7 @@ def demo(invocation: Invocation, *, keep: bool, echo: Echo) -> int:
         _rerun(inputs, echo)
         config_step(root, invocation, echo=echo)
         echo(_CLOSING)
+        real_port_step(folder, invocation, lay_out=lay_out, git=_git, branch=PR_BRANCH, echo=echo)
         return exitcodes.OK
     finally:
         if keep:
