@@ -1,7 +1,7 @@
 """The shards of a checkpoint folder read together: each refusal is the one-at-a-time one.
 
 `load_checkpoint` reads the regular files of the folder's listing in one pass
-(`read_headers`: no lstat, the symlink refused by the open itself) and any other
+(`read_header`: the symlink refused by the open itself) and any other
 name one at a time; the problems must be the same, in the same order.
 """
 

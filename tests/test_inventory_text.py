@@ -1,9 +1,8 @@
 """The text report of `gates inventory diff` (`render_text`) counts families as a plain
 report would: `family` of each name, grouped and counted by plain loops (`sections` here).
-Held equal on seeded random surveys (rules, names and spoiled candidates; through the `Node`
-path and, where it decides, the grouped path with the tally it counts a group at a time),
-on surveys made to catch a shortcut (two rule lists shown alike, a class outside the four,
-names no shape decides) and on the full-size GLM-5.2 key set with the shipped rules."""
+Held equal on seeded random surveys (rules, names and spoiled candidates), on surveys made to
+catch a shortcut (two rule lists shown alike, a class outside the four, odd names) and on the
+full-size GLM-5.2 key set with the shipped rules."""
 
 from __future__ import annotations
 
@@ -12,19 +11,11 @@ from collections import Counter
 
 import pytest
 
-from gates.checkpoints.survey import (
-    Difference,
-    Explained,
-    Found,
-    Survey,
-    classify,
-    classify_grouped,
-)
+from gates.checkpoints.survey import Difference, Found, Survey, classify, extras
 from gates.commands.inventory import render_text
 from gates.naming.families import family
-from gates.naming.grouped import expect_grouped
-from gates.naming.rules import RuleSet
-from tests.test_naming_families import Inventory
+from gates.naming.rules import Node, expect
+from tests.naming_cases import Inventory
 from tests.test_survey_classify import full_size_pair, random_surveys
 
 DOCUMENT = {"reference": {"path": "r", "problems": []}, "candidate": {"path": "c", "problems": []}}
@@ -80,48 +71,27 @@ def assert_sections(found: Survey) -> None:
     assert "\n".join(after) == "\n".join(sections(found))
 
 
-def surveyed(
-    reference: Inventory,
-    found: Found,
-    differences: list[Difference],
-    names: set[str],
-    count: int,
-    *,
-    tally: dict[Explained, int] | None = None,
-) -> Survey:
-    extra = [
-        Difference("structural", (), (name,), (), f"extra on the candidate side: {name}")
-        for name in sorted(set(found) - names)
-    ]
-    return Survey(len(reference), len(found), count, (*differences, *extra), tally=tally)
+def surveyed(reference: Inventory, found: Found, nodes: dict[str, Node]) -> Survey:
+    """The survey of ``found`` against the expected ``nodes``, as `survey` makes it."""
+    matched, differences = classify(nodes, found)
+    differences += extras(found, set(nodes))
+    return Survey(len(reference), len(found), matched, tuple(differences))
 
 
 def test_the_report_counts_families_as_name_by_name_on_random_surveys() -> None:
     rng = random.Random(2029)  # noqa: S311 - reproducible test inputs
-    grouped = explained = tallied = 0
-    for reference, _, _, ruleset, nodes, found in random_surveys(rng, 450):
-        matched, differences = classify(nodes, found)
-        by_nodes = surveyed(reference, found, differences, set(nodes), len(matched))
-        assert_sections(by_nodes)
-        explained += any(d.klass != "structural" for d in differences)
-        groups = expect_grouped(reference, ruleset)
-        if groups is not None:
-            classified = classify_grouped(groups.groups, found)
-            count, _, differences, names, tally = classified
-            by_groups = surveyed(reference, found, differences, names, count, tally=tally)
-            assert_sections(by_groups)
-            assert render_text(DOCUMENT, by_groups) == render_text(DOCUMENT, by_nodes)
-            grouped += 1
-            tallied += tally is not None and any(d.klass != "structural" for d in differences)
+    explained = 0
+    for reference, _, _, _, nodes, found in random_surveys(rng, 450):
+        made = surveyed(reference, found, nodes)
+        assert_sections(made)
+        explained += any(d.klass != "structural" for d in made.differences)
     assert explained > 200, "most random surveys explain some differences"
-    assert grouped > 80, "and many take the grouped path too"
-    assert tallied > 60, "most of them with the tally counted a group at a time"
 
 
 @pytest.mark.parametrize(
     "odd",
     [
-        ["m.layers.1.w.weight"],  # one its shape decides, like all the others
+        ["m.layers.1.w.weight"],
         ["m.layers.1.w1.weight", "m.layers.2.w2.weight"],  # one shape, two families
         ["m.layers.1.#.weight"],
         ["m.layers.\u00b2.weight"],
@@ -130,8 +100,8 @@ def test_the_report_counts_families_as_name_by_name_on_random_surveys() -> None:
 )
 def test_surveys_made_to_catch_a_shortcut(odd: list[str]) -> None:
     """Two lists of rules shown alike are one group; a class outside the four is shown; a
-    difference with no reference name is left out; names no shape decides (numbers inside a
-    part, a non-ASCII digit, a newline) among many that one does, and a `#`."""
+    difference with no reference name is left out; names with numbers inside a part, a
+    non-ASCII digit, a newline and a `#`."""
     differences = [
         Difference("naming", (f"m.layers.{n}.w",), (f"p.{n}",), ("a, b",), "") for n in range(12)
     ]
@@ -148,36 +118,12 @@ def test_surveys_made_to_catch_a_shortcut(odd: list[str]) -> None:
         Difference("dtype", (f"m.layers.{n}.experts.{n}.{leaf}",), ("z",), ("c",), "")
         for n, leaf in enumerate("abcdee")
     ]
-    assert_sections(Survey(30, 30, 0, tuple(differences)))
+    assert_sections(Survey(30, 30, {}, tuple(differences)))
 
 
 @pytest.mark.slow
 def test_the_full_size_key_set_through_the_shipped_rules() -> None:
     reference, found, ruleset = full_size_pair()
-    groups = expect_grouped(reference, ruleset)
-    assert groups is not None, "the shipped rules take the grouped path"
-    count, _, differences, names, tally = classify_grouped(groups.groups, found)
-    assert tally is not None, "every difference of the full-size set is made once"
-    full = surveyed(reference, found, differences, names, count, tally=tally)
+    full = surveyed(reference, found, expect(reference, ruleset).nodes)
     assert len(full.differences) > 50_000
     assert_sections(full)
-
-
-def test_a_tensor_classified_twice_leaves_the_count_to_the_differences() -> None:
-    """Where one reference tensor's difference is made twice (here a group handed over twice;
-    the grouped path's own groups never share a tensor), the later replaces the earlier, so
-    the survey cannot count a group at a time: it says so and the report counts the
-    differences it hands over."""
-    reference = {f"model.layers.{n}.w": ("BF16", (4, 2)) for n in range(4)}
-    ruleset = RuleSet.model_validate({"rules": [{"kind": "transpose", "match": "{prefix}.w"}]})
-    groups = expect_grouped(reference, ruleset)
-    assert groups is not None
-    found: Found = dict.fromkeys(reference, ("BF16", (2, 4)))
-    once = classify_grouped(groups.groups, found)
-    twice = classify_grouped(groups.groups * 2, found)
-    assert once.tally == {Explained("layout", ("transpose#1",), "model.layers.{L}.w"): 4}
-    assert twice.differences == once.differences
-    assert twice.tally is None
-    survey = surveyed(reference, found, twice.differences, twice.names, twice.matched_count)
-    assert survey.explained == once.tally
-    assert_sections(survey)

@@ -23,7 +23,7 @@ from pathlib import Path
 import pytest
 
 import gates.losses.series
-from gates.core.canonical import strict_loads
+from gates.core.content_ids import strict_loads
 from gates.losses.series import LossFileError, parse_losses
 from tests.helpers import REPO_ROOT, Workspace, write
 from tests.lossgen import train_losses, write_loss_json

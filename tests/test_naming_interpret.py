@@ -101,21 +101,26 @@ def _problems(names: list[str], rules: list[dict[str, object]]) -> list[str]:
     return expect(reference, RuleSet.model_validate({"rules": rules})).problems
 
 
-def test_rule_errors_name_the_first_name_in_order() -> None:
-    """The rules run over all names at once; an error is still the first one name by name."""
+def test_rule_problems_name_the_tensors_they_concern() -> None:
+    """A rule that cannot apply to some tensors names them; the others take the rule."""
     onto = {"kind": "rename", "name": "onto", "source": "{x}.w", "target": "same"}
-    assert _problems(["a.w", "b.w", "c.v"], [onto]) == ["rule onto maps two tensors onto same"]
+    assert _problems(["a.w", "b.w", "c.v"], [onto]) == ["rule onto maps a.w, b.w onto same"]
     unbound = {"kind": "rename", "name": "u", "source": "{x}.w", "target": "{x}.{y}"}
     assert _problems(["a.w"], [unbound]) == [
-        "pattern '{x}.{y}' uses ['y'] which the source does not bind"
+        "rule u: pattern '{x}.{y}' uses ['y'], which the source does not bind"
     ]
     kept = {"kind": "rename", "name": "k", "source": "a.{x}", "target": "b.{x}"}
-    assert _problems(["a.w", "b.w"], [kept]) == ["rule k maps two tensors onto b.w"]
-    assert _problems(["b.w", "a.w"], [kept]) == ["rule k maps two tensors onto b.w"]
+    assert _problems(["a.w", "b.w"], [kept]) == ["rule k maps a.w, b.w onto b.w"]
+    assert _problems(["b.w", "a.w"], [kept]) == ["rule k maps b.w, a.w onto b.w"]
     flat = {"kind": "transpose", "name": "t", "match": "{x}"}
     reference = {"v": ("F32", (4,)), "m": ("F32", (2, 3))}
     found = expect(reference, RuleSet.model_validate({"rules": [flat]}))
-    assert found.problems == ["rule t matches v, which has 1 dimensions, not 2"]
+    assert found.problems == [
+        "rule t matches v, which has 1 dimensions, not 2 (give `axes` to permute more)"
+    ]
+    assert found.nodes["m"].shape == (3, 2) and not found.nodes["m"].problem
+    assert found.nodes["v"].problem and found.nodes["v"].shape == (4,)
+    assert found.applied == {"t"}
     renamed = expect(
         {"a.w": ("F32", (2, 3)), "c": ("F32", (1,))}, RuleSet.model_validate({"rules": [kept]})
     )

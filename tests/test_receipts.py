@@ -8,8 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from gates.core.canonical import content_id, pretty_json
+from gates.core.content_ids import content_id
 from gates.core.hashing import StatCache
+from gates.core.json_writer import pretty_json
 from gates.receipts.verify import JudgingContext, judge
 from tests.helpers import Workspace, cache_file, commit_all, write
 

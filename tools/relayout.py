@@ -21,7 +21,7 @@ MOVES: dict[str, str] = {
     # the shared kernel: atomic writes, errors, exit codes, paths, validation, hashing, git,
     # echo, progress, resources, content ids
     "gates.atomic": "gates.core.atomic",
-    "gates.canonical": "gates.core.canonical",
+    "gates.canonical": "gates.core.content_ids",
     "gates.criteria": "gates.core.criteria",
     "gates.detection": "gates.core.detection",
     "gates.echo": "gates.core.echo",
@@ -32,7 +32,6 @@ MOVES: dict[str, str] = {
     "gates.paths": "gates.core.paths",
     "gates.progress": "gates.core.progress",
     "gates.resources": "gates.core.resources",
-    "gates.rows": "gates.core.rows",
     "gates.validation": "gates.core.validation",
     "gates.run_env": "gates.core.run_protocol",
     # the workspace stage: the repository, gates.toml, external roots

@@ -13,9 +13,9 @@ import hashlib
 import json
 
 from gates.core.atomic import write_bytes_atomic
-from gates.core.canonical import pretty_json_bytes
 from gates.core.echo import note
 from gates.core.errors import GatesError, ReceiptError
+from gates.core.json_writer import indented_json, pretty_json_bytes
 from gates.core.paths import resolve_inside
 from gates.engine.inputs import AuditInputs
 from gates.freeze.check import FreezeReport
@@ -91,7 +91,7 @@ def write_checker_output(
     """
     workspace = audit.workspace
     artifact = artifact_path(receipt_path)
-    checked = check_output(kind, document, artifact)
+    check_output(kind, document, artifact)
     mode = audit.invocation.checker
     request = ReceiptRequest(
         kind=kind,
@@ -103,7 +103,7 @@ def write_checker_output(
         overwrite=True,
         probe_reasons=input_probe_reasons(inputs) + extra_probe_reasons,
     )
-    data = pretty_json_bytes(document, checked=checked)
+    data = pretty_json_bytes(document)
     if mode.no_receipt:
         return _unwritten_receipt(audit, request, data), artifact
     key = configured_key(audit.invocation.signing_key)
@@ -203,8 +203,8 @@ def render_figures(
     no_receipt = throwaway
     if as_json:
         if no_receipt:
-            return json.dumps({**figures, "output": None, "receipt": None}, indent=2)
-        return json.dumps({**figures, "output": artifact, "receipt": receipt.id}, indent=2)
+            return indented_json({**figures, "output": None, "receipt": None})
+        return indented_json({**figures, "output": artifact, "receipt": receipt.id})
     lines = [f"{key}={json.dumps(value)}" for key, value in figures.items()]
     if no_receipt:
         lines.append(f"throwaway check (--no-receipt): {artifact} and its receipt not written")

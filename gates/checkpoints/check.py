@@ -6,6 +6,7 @@ tensor-inventory contract, so all three see the same checkpoint the same way.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -141,15 +142,33 @@ class PairReport:
             "mapping_problems": list(content.problems)
             if content
             else list(self.survey.rule_problems),
+            "declared": [
+                f"{(d.reference or d.candidate)[0]}: {d.detail}"
+                for d in self.survey.differences
+                if d.klass in ("candidate_only", "expected_absent")
+            ],
         }
 
 
 def compare_pair(
-    reference: CheckpointReport, candidate: CheckpointReport, ruleset: RuleSet
+    reference: CheckpointReport,
+    candidate: CheckpointReport,
+    ruleset: RuleSet,
+    *,
+    absent: Mapping[str, str] | None = None,
+    saved_layout: bool = False,
 ) -> PairReport:
-    """Survey the two inventories through the rules; compare content when both were hashed."""
+    """Survey the two inventories through the rules; compare content when both were hashed.
+    ``absent`` and ``saved_layout``: the survey's (the contract's declarations)."""
     labels = (reference.path, candidate.path)
-    found = survey(reference.checkpoint, candidate.checkpoint, ruleset, labels)
+    found = survey(
+        reference.checkpoint,
+        candidate.checkpoint,
+        ruleset,
+        labels,
+        absent=absent,
+        saved_layout=saved_layout,
+    )
     content = None
     if reference.valid and candidate.valid and reference.contents and candidate.contents:
         from gates.checkpoints.content import compare_content  # noqa: PLC0415  (numpy: only here)

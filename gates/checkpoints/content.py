@@ -5,7 +5,8 @@ from the reference: a pure rename reuses the reference tensor's content
 digest (no second read); a transpose, fusion, split or cast is materialized
 with numpy, in the candidate's layout and dtype, and hashed like a stored
 tensor. So pure naming and layout never break `hash_match`; a changed value
-does.
+does. Tensors declared candidate-only and reference tensors explained as absent are outside
+the comparison, never counted equal.
 """
 
 from __future__ import annotations
@@ -67,7 +68,9 @@ def compare_content(
     reference_contents: dict[str, str],
     candidate_contents: dict[str, str],
 ) -> ContentComparison:
-    """hash_match: no structural difference and every mapped tensor's content equal."""
+    """hash_match: no structural difference and every mapped tensor's content equal; every
+    candidate tensor is a mapped one or declared candidate-only (a reference tensor the
+    contract's evidence explains as absent has no content to compare)."""
     builder = Materializer(reference)
     expected: dict[str, str] = {}
     problems = list(survey.rule_problems)
@@ -78,6 +81,7 @@ def compare_content(
             problems.append(f"{name}: {exc}")
     unequal = tuple(n for n, digest in expected.items() if candidate_contents.get(n) != digest)
     matched_digests = {n: candidate_contents[n] for n in expected if n in candidate_contents}
+    declared = sum(d.klass == "candidate_only" for d in survey.differences)
     return ContentComparison(
         mapped_reference_digest=checkpoint_digest(expected),
         candidate_digest=checkpoint_digest(candidate_contents),
@@ -86,5 +90,5 @@ def compare_content(
         hash_match=not unequal
         and not problems
         and not survey.structural
-        and len(matched_digests) == len(candidate_contents),
+        and len(matched_digests) + declared == len(candidate_contents),
     )

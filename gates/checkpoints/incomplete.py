@@ -10,19 +10,16 @@ whose header declares more data than the file holds is named as truncated
 
 from __future__ import annotations
 
-import json
 import os
 import re
-import struct
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 
 from gates.checkpoints.layout import INDEX_NAME, SHARD_SUFFIX
-from gates.safetensors.header import Header
+from gates.safetensors.header import Header, HeaderError, TruncatedError, read_header
 
 PARTIAL_SUFFIXES = (".tmp", ".part", ".partial", ".incomplete")
 _NUMBERED = re.compile(r"-(\d{5})-of-(\d{5})\.safetensors$")
-_MAX_HEADER = 100 * 1024 * 1024
 
 StatKey = tuple[int, int]
 
@@ -34,37 +31,17 @@ def _partial(name: str) -> bool:
 
 
 def truncation(path: Path) -> str | None:
-    """Why a shard is shorter than its header says, or None (also when the header is unreadable:
-    the layout check names that)."""
+    """Why a shard is shorter than its header says, or None (also when the header is unreadable
+    otherwise: the layout check names that)."""
     try:
-        with path.open("rb") as handle:
-            size = os.fstat(handle.fileno()).st_size
-            prefix = handle.read(8)
-            if len(prefix) < 8:
-                return None
-            (length,) = struct.unpack("<Q", prefix)
-            if length > _MAX_HEADER or 8 + length > size:
-                return None
-            document = json.loads(handle.read(length))
-    except (OSError, ValueError, RecursionError):
-        return None
-    if not isinstance(document, dict):  # valid JSON, not a header: the layout check names it
-        return None
-    ends = [
-        info["data_offsets"][1]
-        for key, info in document.items()
-        if key != "__metadata__"
-        and isinstance(info, dict)
-        and isinstance(info.get("data_offsets"), list)
-        and len(info["data_offsets"]) == 2
-        and isinstance(info["data_offsets"][1], int)
-    ]
-    need = 8 + length + max(ends, default=0)
-    if need > size:
+        read_header(path)
+    except TruncatedError as exc:
         return (
-            f"shard {path.name} is truncated: its header declares {need} bytes, the file holds "
-            f"{size} (cut short on the file system, or still being written)"
+            f"shard {path.name} is truncated: its header declares {exc.needed} bytes, the file "
+            f"holds {exc.file_size} (cut short on the file system, or still being written)"
         )
+    except (HeaderError, OSError):
+        return None
     return None
 
 

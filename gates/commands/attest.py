@@ -10,9 +10,10 @@ from pathlib import Path
 
 from gates.core import exitcodes
 from gates.core.atomic import write_text_atomic
-from gates.core.canonical import content_id, pretty_json
+from gates.core.content_ids import content_id
 from gates.core.echo import Output
 from gates.core.invocation import Given
+from gates.core.json_writer import indented_json, pretty_json
 from gates.engine.audit import run_audit
 from gates.engine.inputs import AuditInputs
 from gates.engine.summary import summarize
@@ -117,7 +118,7 @@ def render_exported_json(exported: Exported) -> str:
         "resourceUri": exported.resource_uri,
         "out": exported.folder,
     }
-    return json.dumps(summary, indent=2)
+    return indented_json(summary)
 
 
 def render_exported_text(exported: Exported) -> str:
@@ -165,7 +166,7 @@ def render_verified_json(verified: Verified) -> str:
         "not_referenced_by_vsa": list(check.unreferenced),
         "trust_anchors": verified.anchors_source,
     }
-    return json.dumps(document, indent=2)
+    return indented_json(document)
 
 
 def render_verified_text(verified: Verified) -> str:

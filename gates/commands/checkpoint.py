@@ -6,6 +6,7 @@ from __future__ import annotations
 import contextlib
 import os
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -21,18 +22,20 @@ from gates.checkers.outputs import write_checker_output
 from gates.checkpoints.check import ShardRange, check_checkpoint, compare_pair
 from gates.checkpoints.digest import checkpoint_digest, default_threads
 from gates.checkpoints.ranks import DEFAULT_TIMEOUT_S, launcher_world
+from gates.contracts.model import EvaluationError
+from gates.contracts.tensor_inventory import Absence, judge_absent, parse_params, probe_evidence
 from gates.core import exitcodes
-from gates.core.canonical import strict_loads
+from gates.core.content_ids import strict_loads
 from gates.core.echo import Echo, Output
-from gates.core.errors import GatesError, UnsafePathError
+from gates.core.errors import ConfigError, GatesError, UnsafePathError
 from gates.core.hashing import StatCache
 from gates.core.invocation import read_invocation
 from gates.core.paths import to_workspace_relpath
 from gates.core.resources import validator
 from gates.engine.audit import judge_workspace
 from gates.engine.inputs import AuditInputs, load_inputs
-from gates.naming.rules import RuleSet
-from gates.policy.rulesets import load_ruleset
+from gates.naming.rulefile import INVENTORY_CHECK, ContractRules
+from gates.policy.rulesets import rules_for
 from gates.receipts.judge_all import Wanted
 from gates.receipts.model import ArtifactKind
 from gates.receipts.verify import Judgement, Status
@@ -40,11 +43,39 @@ from gates.workspace.external import Location, locate
 from gates.workspace.repository import Workspace, open_workspace, roots_of
 
 
-def resolve_rules(audit: AuditInputs, rules: str | None, cwd: Path) -> tuple[RuleSet, str | None]:
-    if rules is None:
-        return audit.ruleset()
-    path = Path(rules) if Path(rules).is_absolute() else cwd / rules
-    return load_ruleset(path), rules
+def inventory_rules(audit: AuditInputs, rules: str | None, cwd: Path) -> ContractRules:
+    """The tensor-inventory contract's rules, or the contract file given with --rules, found
+    as every command finds it."""
+    return rules_for(audit.policy, INVENTORY_CHECK, rules, cwd, audit.workspace.root)
+
+
+@dataclass(frozen=True)
+class Declared:
+    """What an inventory contract declares beside its rules, judged as the audit judges it:
+    the reference tensors its evidence explains as absent, and whether the candidate saves
+    in the reference's layout."""
+
+    absence: Absence
+    saved_layout: bool = False
+
+
+def inventory_declarations(audit: AuditInputs, found: ContractRules) -> Declared:
+    """The `expected_absent` (explained by a formal consumption probe, as the contract
+    judges it) and `saved_layout` of the inventory contract the rules come from; nothing
+    from a contract of another check."""
+    if found.check != INVENTORY_CHECK:
+        return Declared(Absence())
+    try:
+        params = parse_params(found.params)
+    except EvaluationError as exc:
+        raise ConfigError(str(exc), file=found.source) from None
+    absence = Absence()
+    if params.expected_absent:
+        probe = params.consumption_probe
+        judged = judge_workspace(audit, wanted=Wanted(files=(probe,)))
+        evidence = probe_evidence(judged.receipts, audit.workspace.root, probe)
+        absence = judge_absent(params, evidence)
+    return Declared(absence, params.saved_layout == "reference")
 
 
 def check(
@@ -142,7 +173,8 @@ def checkpoint_check(
         document["tensor_contents"] = report.contents
     failed = not report.valid or bool(report.hygiene)
     if against and not shard_range:
-        ruleset, _ = resolve_rules(audit, rules, cwd)
+        found = inventory_rules(audit, rules, cwd)
+        declared = inventory_declarations(audit, found)
         other = locate(roots, against, cwd)
         reference = check_checkpoint(
             other.base,
@@ -152,7 +184,13 @@ def checkpoint_check(
             label=other.label,
             progress=audit.invocation.progress,
         )
-        pair = compare_pair(reference, report, ruleset)
+        pair = compare_pair(
+            reference,
+            report,
+            found.ruleset,
+            absent=declared.absence.explained,
+            saved_layout=declared.saved_layout,
+        )
         document["against"] = {
             "reference": reference.path,
             "reference_digest": reference.digest,

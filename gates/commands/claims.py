@@ -10,6 +10,7 @@ from pathlib import Path
 from gates.core import exitcodes
 from gates.core.echo import Output
 from gates.core.errors import GatesError
+from gates.core.json_writer import indented_json
 from gates.engine.audit import AuditResult, run_audit
 from gates.engine.inputs import AuditInputs
 from gates.losses.series import LossFileError, read_losses
@@ -76,7 +77,7 @@ def render_text(report: ClaimsReport) -> str:
 
 
 def render_json(report: ClaimsReport) -> str:
-    return json.dumps([asdict(claim) for claim in report.claims], indent=2, ensure_ascii=False)
+    return indented_json([asdict(claim) for claim in report.claims], ensure_ascii=False)
 
 
 #: --format -> the renderer of a ClaimsReport

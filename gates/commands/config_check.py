@@ -10,7 +10,6 @@ criterion is met, 1 otherwise, 2 on bad input.
 
 from __future__ import annotations
 
-import json
 import re
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -30,6 +29,7 @@ from gates.configsem.table import Table, parse_table
 from gates.core import exitcodes
 from gates.core.echo import Output
 from gates.core.errors import ConfigError, GatesError
+from gates.core.json_writer import indented_json
 from gates.core.paths import resolve_inside, to_workspace_relpath
 from gates.core.resources import contracts_dir
 from gates.engine.audit import judge_workspace
@@ -100,7 +100,7 @@ def render_checked_text(checked: ConfigChecked) -> str:
 
 def render_checked_json(checked: ConfigChecked) -> str:
     written = {**checked.document, "output": checked.artifact, "receipt": checked.receipt.id}
-    return json.dumps(written, indent=2)
+    return indented_json(written)
 
 
 #: --format -> the renderer of a ConfigChecked

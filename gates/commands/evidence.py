@@ -10,7 +10,6 @@ refreshed from the recorded inputs; training runs are never re-run by `gates ref
 
 from __future__ import annotations
 
-import json
 import shlex
 import subprocess
 import sys
@@ -23,6 +22,7 @@ from gates.contracts import results_schema_and_provenance as results_contract
 from gates.contracts.model import EvaluationError
 from gates.core import exitcodes
 from gates.core.echo import Output
+from gates.core.json_writer import indented_json
 from gates.engine.audit import WorkspaceState, contract_evidence, judge_workspace, results_spec
 from gates.engine.inputs import AuditInputs
 from gates.policy.contract_files import ContractSpec
@@ -214,7 +214,7 @@ def _missing_checkers(state: WorkspaceState) -> list[Item]:
 
 def render(items: list[Item], *, as_json: bool) -> str:
     if as_json:
-        return json.dumps({"evidence": [asdict(item) for item in items]}, indent=2)
+        return indented_json({"evidence": [asdict(item) for item in items]})
     if not items:
         return "no evidence asked for and none found"
     order = {"missing": 0, "stale": 1, "probe": 2, "formal": 3}
@@ -310,7 +310,7 @@ def _refresh_json(refresh: Refresh) -> str:
         "refreshed": [asdict(r) for r in refresh.done],
         "not_refreshed": [asdict(i) for i in refresh.runs],
     }
-    return json.dumps(document, indent=2)
+    return indented_json(document)
 
 
 #: --format -> the renderer of a Refresh

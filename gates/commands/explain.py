@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import datetime as dt
-import json
 import shlex
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -13,6 +12,7 @@ from gates.core import exitcodes
 from gates.core.criteria import DischargeStatus
 from gates.core.echo import Output
 from gates.core.errors import GatesError
+from gates.core.json_writer import indented_json
 from gates.engine.audit import broken_file_result, explain_contract, run_audit
 from gates.engine.inputs import AuditInputs
 from gates.reporters.json_report import contract_entry
@@ -102,9 +102,7 @@ def explanation(inputs: AuditInputs, contract_id: str) -> Explanation:
 
 def render_json(explained: Explanation) -> str:
     entry = contract_entry(explained.found, explained.today)
-    return json.dumps(
-        entry | {"remediation": list(explained.commands)}, indent=2, ensure_ascii=False
-    )
+    return indented_json(entry | {"remediation": list(explained.commands)}, ensure_ascii=False)
 
 
 def render_text(explained: Explanation) -> str:

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import re
 from collections.abc import Callable
 from pathlib import Path
@@ -12,6 +11,7 @@ from gates.core import exitcodes, git
 from gates.core.atomic import write_text_atomic
 from gates.core.echo import Echo, Output
 from gates.core.errors import ConfigError
+from gates.core.json_writer import indented_json
 from gates.freeze.check import FreezeInputs, FreezeReport, evaluate_freeze
 
 if TYPE_CHECKING:
@@ -24,7 +24,7 @@ _PIN_LINE = re.compile(r"""^(\s*pin\s*=\s*)("[^"\\\r\n]*"|'[^'\r\n]*')(.*)$""", 
 def render_freeze(report: FreezeReport, *, as_json: bool) -> str:
     """`verdict=...` then one `reason=...` line each, or the JSON object."""
     if as_json:
-        return json.dumps(report.to_json(), indent=2, sort_keys=True)
+        return indented_json(report.to_json(), sort_keys=True)
     lines = [f"verdict={report.verdict}"]
     lines += [f"reason={message}" for message in report.messages()]
     return "\n".join(lines)

@@ -5,7 +5,6 @@ temporary worktree; `--step N` says since when step N is bit-exact and what brok
 from __future__ import annotations
 
 import dataclasses
-import json
 import shutil
 import tempfile
 from collections.abc import Callable
@@ -18,6 +17,7 @@ from gates.core.echo import Output, note
 from gates.core.errors import GatesError
 from gates.core.git import run_git
 from gates.core.invocation import SIGNING_KEY_VARIABLE, Invocation
+from gates.core.json_writer import indented_json
 from gates.reporters.history import Entry, NoteState, StepStory, history, record, step_story
 from gates.trust.anchors import Anchors
 from gates.trust.keys import SigningKey, SigningKeyError, configured_key, load_key
@@ -190,7 +190,7 @@ def render_json(found: Listing) -> str:
             else None
         ),
     }
-    return json.dumps(document, indent=2)
+    return indented_json(document)
 
 
 def _entry_line(entry: Entry) -> str:

@@ -12,11 +12,11 @@ from pathlib import Path
 from gates.checkers.outputs import write_checker_output
 from gates.checkpoints.check import check_checkpoint
 from gates.checkpoints.survey import Survey, as_json, survey
-from gates.commands.checkpoint import resolve_rules
+from gates.commands.checkpoint import inventory_declarations, inventory_rules
 from gates.core import exitcodes
-from gates.core.canonical import indented_json
 from gates.core.echo import Output
 from gates.core.hashing import StatCache
+from gates.core.json_writer import indented_json
 from gates.engine.inputs import AuditInputs
 from gates.naming.families import by_family, ranked
 from gates.receipts.model import ArtifactKind, Receipt
@@ -103,6 +103,15 @@ def render_text(document: dict[str, object], found: Survey) -> str:
             lines.append(f"  {count:>6}  {key}")
             lines.append(f"          e.g. {first}: {details[first]}")
         lines += _more(10, len(by_families))
+    for klass, title in (
+        ("candidate_only", "candidate only"),
+        ("expected_absent", "expected absent"),
+    ):
+        declared = [d for d in found.differences if d.klass == klass]
+        if declared:
+            lines.append(f"{title} (declared): {len(declared)}")
+            lines += [f"  {(d.reference or d.candidate)[0]}: {d.detail}" for d in declared[:10]]
+            lines += _more(10, len(declared))
     explained = _explained(found)
     if explained:
         lines.append("explained by rules:")
@@ -197,7 +206,8 @@ def inventory_diff(
     """Both inventories surveyed through the naming rules, the output and its receipt written."""
     workspace = audit.workspace
     roots = roots_of(workspace)
-    ruleset, rules_source = resolve_rules(audit, rules, cwd)
+    found_rules = inventory_rules(audit, rules, cwd)
+    declared = inventory_declarations(audit, found_rules)
     cache = StatCache(None)
     ref_at, cand_at = locate(roots, reference, cwd), locate(roots, candidate, cwd)
     ref = check_checkpoint(
@@ -206,9 +216,16 @@ def inventory_diff(
     cand = check_checkpoint(
         cand_at.base, cand_at.relpath, cache=cache, hash_contents=False, label=cand_at.label
     )
-    found = survey(ref.checkpoint, cand.checkpoint, ruleset, (ref.path, cand.path))
+    found = survey(
+        ref.checkpoint,
+        cand.checkpoint,
+        found_rules.ruleset,
+        (ref.path, cand.path),
+        absent=declared.absence.explained,
+        saved_layout=declared.saved_layout,
+    )
     problems = (list(ref.checkpoint.problems), list(cand.checkpoint.problems))
-    document = survey_document(ref.path, cand.path, found, problems, rules_source)
+    document = survey_document(ref.path, cand.path, found, problems, found_rules.source)
     receipt, artifact = write_checker_output(
         audit, output, ArtifactKind.STRUCTURE_PARITY, document, []
     )

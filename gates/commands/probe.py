@@ -17,6 +17,7 @@ from gates.checkers.outputs import write_checker_output
 from gates.core import exitcodes
 from gates.core.echo import Output
 from gates.core.errors import GatesError
+from gates.core.json_writer import indented_json
 from gates.core.paths import resolve_inside, to_workspace_relpath
 from gates.engine.inputs import AuditInputs
 from gates.receipts.model import ArtifactKind, Receipt
@@ -142,7 +143,7 @@ def render_text(probed: Probed) -> str:
 
 def render_json(probed: Probed) -> str:
     written = {**probed.document, "output": probed.artifact, "receipt": probed.receipt.id}
-    return json.dumps(written, indent=2)
+    return indented_json(written)
 
 
 #: --format -> the renderer of a Probed
@@ -183,6 +184,9 @@ def probe_consumed(
         "entry": f"{relpath}:{function}",
         "entry_sha256": hashlib.sha256(path.read_bytes()).hexdigest(),
         "repeatable": repeatable,
+        # every tensor the entry's model holds was probed (no --tensor given): a name the
+        # list lacks is one the model never builds
+        "every_tensor": not names,
         "configuration": configuration,
         "tensors": [
             {"name": f.name, "consumed": f.consumed, "dtype": f.dtype, "shape": list(f.shape)}

@@ -8,9 +8,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from gates.core import exitcodes
-from gates.core.canonical import pretty_json
 from gates.core.echo import Echo, Output
 from gates.core.errors import ReceiptError
+from gates.core.json_writer import indented_json, pretty_json
 from gates.core.paths import to_workspace_relpath
 from gates.engine.audit import code_judge, freeze_discharged, judge_workspace, judging_context
 from gates.engine.inputs import AuditInputs
@@ -75,7 +75,7 @@ def verdicts(inputs: AuditInputs, paths: tuple[str, ...], *, cwd: Path) -> Verdi
 #: --format -> the renderer of `gates receipt verify`'s Verdicts
 VERIFY_RENDERERS: dict[str, Callable[[Verdicts], str]] = {
     "text": lambda v: "\n".join(f"{j.path}: {j.status.value} ({j.reason})" for j in v.judgements),
-    "json": lambda v: json.dumps([receipt_entry(j) for j in v.judgements], indent=2),
+    "json": lambda v: indented_json([receipt_entry(j) for j in v.judgements]),
 }
 
 

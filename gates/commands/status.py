@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -11,6 +10,7 @@ from gates.core import exitcodes
 from gates.core.atomic import write_bytes_atomic
 from gates.core.echo import Output
 from gates.core.errors import GatesError
+from gates.core.json_writer import indented_json
 from gates.engine.audit import AuditResult, run_audit
 from gates.engine.inputs import AuditInputs
 from gates.outputs.read import OutputFigures, read_outputs
@@ -70,7 +70,7 @@ def status_report(inputs: AuditInputs, lang: str, *, figures: bool) -> StatusRep
 #: --format -> the renderer of a StatusReport
 RENDERERS: dict[str, Callable[[StatusReport], str]] = {
     "markdown": lambda r: status_md.render(r.result, r.lang, outputs=r.outputs),
-    "json": lambda r: json.dumps(status_object(r.result, r.lang), indent=2, ensure_ascii=False),
+    "json": lambda r: indented_json(status_object(r.result, r.lang), ensure_ascii=False),
 }
 
 

@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-import json
 import struct
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from gates.core import exitcodes
 from gates.core.echo import Output
+from gates.core.json_writer import indented_json
 from gates.engine.audit import run_audit
 from gates.engine.inputs import AuditInputs
 from gates.receipts.alignment import Alignment
@@ -169,9 +169,7 @@ def steps_report(inputs: AuditInputs, limit: int | None) -> StepsReport:
 #: --format -> the renderer of a StepsReport
 RENDERERS: dict[str, Callable[[StepsReport], str]] = {
     "text": lambda r: render_text(r.alignment, r.rows, r.progress, r.rejected),
-    "json": lambda r: json.dumps(
-        steps_object(r.alignment, r.rows, r.progress, r.rejected), indent=2
-    ),
+    "json": lambda r: indented_json(steps_object(r.alignment, r.rows, r.progress, r.rejected)),
 }
 
 

@@ -11,11 +11,13 @@ from pathlib import Path
 from gates.checkers.outputs import receipt_binding, write_checker_output
 from gates.core import exitcodes
 from gates.core.echo import Output
+from gates.core.json_writer import indented_json
 from gates.core.paths import resolve_inside, to_workspace_relpath
 from gates.engine.audit import judge_workspace
 from gates.engine.inputs import AuditInputs
+from gates.naming.rulefile import ALIGNMENT_CHECK
 from gates.naming.rules import RuleSet
-from gates.policy.rulesets import load_ruleset
+from gates.policy.rulesets import rules_for
 from gates.receipts.judge_all import Wanted
 from gates.receipts.model import ArtifactKind, Receipt
 from gates.receipts.verify import Judgement
@@ -48,11 +50,10 @@ def is_dump(path: Path) -> bool:
 
 
 def _ruleset(audit: AuditInputs, rules: str | None, cwd: Path) -> tuple[RuleSet, str | None]:
-    workspace = audit.workspace
-    if rules is None:
-        return audit.ruleset()
-    relpath = to_workspace_relpath(workspace.root, rules, cwd)
-    return load_ruleset(resolve_inside(workspace.root, relpath, what="rules contract")), relpath
+    """The tensor-alignment contract's rules (D5: not the inventory's, unless it declares
+    none), or the contract file given with --rules, found as every command finds it."""
+    found = rules_for(audit.policy, ALIGNMENT_CHECK, rules, cwd, audit.workspace.root)
+    return found.ruleset, found.source
 
 
 def _round(value: float | None) -> float | None:
@@ -89,6 +90,8 @@ def comparison_document(comparison: Comparison) -> dict[str, object]:
         "problems": comparison.problems,
         "notes": comparison.notes,
         "unmatched_rules": comparison.unmatched_rules,
+        "candidate_only": comparison.candidate_only,
+        "not_comparable": comparison.not_comparable,
     }
 
 
@@ -114,8 +117,14 @@ def render_text(document: dict[str, object], receipt: Receipt, artifact: str) ->
         )
     else:
         lines.append("first_divergence: none")
-    for key in ("problems", "missing", "unmatched_rules"):
-        lines += [f"{key[:-1] if key != 'missing' else key}: {item}" for item in document[key]]  # type: ignore[attr-defined]
+    for key, shown in (
+        ("problems", "problem"),
+        ("missing", "missing"),
+        ("unmatched_rules", "unmatched_rule"),
+        ("candidate_only", "candidate only"),
+        ("not_comparable", "not comparable"),
+    ):
+        lines += [f"{shown}: {item}" for item in document.get(key, [])]  # type: ignore[attr-defined]
     totals = document["totals"]
     lines.append(f"totals: {json.dumps(totals)} aligned={json.dumps(document['aligned'])}")
     lines.append(
@@ -138,7 +147,7 @@ class TensorsChecked:
 
 def render_json(checked: TensorsChecked) -> str:
     shown = {**checked.document, "output": checked.artifact, "receipt": checked.receipt.id}
-    return json.dumps(shown, indent=2)
+    return indented_json(shown)
 
 
 #: --format -> the renderer of a pair's TensorsChecked

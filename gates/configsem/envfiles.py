@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from gates.core.canonical import strict_loads
+from gates.core.content_ids import strict_loads
 from gates.core.errors import GatesError
 from gates.core.paths import resolve_inside
 

@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from gates.core.canonical import strict_loads
+from gates.core.content_ids import strict_loads
 from gates.core.errors import GatesError
 
 

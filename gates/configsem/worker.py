@@ -82,7 +82,7 @@ def load(cls: Any, folder: Path, document: dict[str, Any]) -> tuple[object, str]
     return cls(**document), "constructor"
 
 
-# The same rules as gates.core.canonical.strict_loads: this script imports nothing from gates.
+# The same rules as gates.core.content_ids.strict_loads: this script imports nothing from gates.
 def _pairs_once(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
     result: dict[str, Any] = {}
     for key, value in pairs:

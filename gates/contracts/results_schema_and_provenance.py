@@ -19,7 +19,7 @@ from gates.contracts.model import (
     EvaluationError,
     ResultsFigures,
 )
-from gates.core.canonical import strict_loads
+from gates.core.content_ids import strict_loads
 from gates.core.criteria import Criterion
 from gates.core.errors import GatesError, UnsafePathError
 from gates.core.paths import check_relpath

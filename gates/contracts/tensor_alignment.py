@@ -17,7 +17,7 @@ from gates.core.criteria import Criterion
 from gates.core.errors import ConfigError, GatesError, UnsafePathError
 from gates.core.paths import check_relpath, resolve_inside
 from gates.core.validation import first_error
-from gates.naming.rulefile import RULE_KEYS, ruleset_from_params
+from gates.naming.rulefile import RULE_KEYS, rules_or
 from gates.receipts.model import ArtifactKind
 from gates.tensors.compare import Comparison, Selection, compare_dumps, parse_phases
 from gates.tensors.layout import ORDER_FILE, PHASES, TENSORS_FOLDER, StepRange, open_dump
@@ -86,10 +86,7 @@ def _equal(comparison: Comparison, steps: StepRange) -> tuple[Criterion, TensorF
 def evaluate(context: EvaluationContext, raw: dict[str, Any]) -> Evaluation:
     params, steps, phases = _parse(raw)
     try:
-        if any(key in raw for key in RULE_KEYS):
-            ruleset = ruleset_from_params(raw, "tensor-alignment contract")
-        else:
-            ruleset = context.ruleset()
+        ruleset = rules_or(raw, "tensor-alignment contract", context.ruleset())
     except ConfigError as exc:
         raise EvaluationError(exc.message) from None
     root = context.workspace.root

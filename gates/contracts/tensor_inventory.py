@@ -7,9 +7,10 @@ import fnmatch
 import json
 import operator
 import re
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Annotated, Any
+from pathlib import Path
+from typing import TYPE_CHECKING, Annotated, Any, Literal
 
 from pydantic import (
     BaseModel,
@@ -30,7 +31,7 @@ from gates.core.progress import Progress
 from gates.core.validation import first_error
 from gates.naming.rulefile import RULE_KEYS, ruleset_from_params
 from gates.receipts.model import ArtifactKind
-from gates.receipts.verify import Status
+from gates.receipts.verify import Judgement, Status
 from gates.tensors.probe_format import PROBE_FORMAT
 from gates.workspace.external import ExternalRoots, is_external, split_external
 from gates.workspace.repository import roots_of
@@ -43,12 +44,16 @@ CHECK = "tensor_inventory"
 
 
 class ExpectedAbsent(BaseModel):
-    """A reference tensor the candidate leaves out on purpose, and why."""
+    """A reference tensor the candidate leaves out on purpose, and why. Explained only by a
+    formal consumption probe of the reference's forward: one that found it not consumed,
+    or, with ``reference_builds = false``, one that probed every tensor of the reference's
+    model and found it never built (transformers skips the MTP layer on load)."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
     name: Annotated[str, StringConstraints(min_length=1)]
     justification: Annotated[str, StringConstraints(min_length=1)]
+    reference_builds: StrictBool = True
 
 
 _OPERATORS: dict[str, Callable[[Any, Any], bool]] = {
@@ -122,6 +127,15 @@ class Params(BaseModel):
     expected_absent: tuple[ExpectedAbsent, ...] = ()
     consumption_probe: str = "outputs/consumption_probe.json"
     probe_requires: tuple[ProbeRequirement, ...] = ()
+    #: "reference": the candidate saves its checkpoints in the reference's layout (its
+    #: `save_pretrained` converts back), so a tensor under a reference name keeps that
+    #: tensor's shape whatever the layout rules say
+    saved_layout: Literal["candidate", "reference"] = "candidate"
+
+
+def parse_params(raw: dict[str, Any]) -> Params:
+    """The contract's params (the naming rules aside); EvaluationError naming the key."""
+    return _parse(raw)
 
 
 def _parse(raw: dict[str, Any]) -> Params:
@@ -171,13 +185,17 @@ def _side_criteria(side: str, report: CheckpointReport) -> list[Criterion]:
 
 @dataclass(frozen=True)
 class ProbeFinding:
-    """What a formal consumption probe says: the tensors it found not consumed, where that
-    came from, and the configuration it ran with."""
+    """What a formal consumption probe (`gates probe consumed`) of the reference's forward
+    says: the tensors it found not consumed, where that came from, the configuration it ran
+    with, every tensor it probed and whether that was every tensor its entry's model holds
+    (``usable``: a formal, repeatable probe was found)."""
 
     unconsumed: set[str]
     source: str
     configuration: dict[str, object] = field(default_factory=dict)
     probed: set[str] = field(default_factory=set)
+    every_tensor: bool = False
+    usable: bool = False
 
     def why_not(self, name: str) -> str:
         """Why the probe does not explain ``name`` (it found it consumed, or never probed
@@ -191,14 +209,12 @@ class ProbeFinding:
 
 def probe_finding(context: EvaluationContext, relpath: str) -> ProbeFinding:
     """The formal consumption probe (`gates probe consumed`) bound at ``relpath``."""
-    found, source, configuration, probed = _probe_document(context, relpath)
-    return ProbeFinding(found, source, configuration, probed)
+    return probe_evidence(context.receipts, context.workspace.root, relpath)
 
 
-def _probe_document(
-    context: EvaluationContext, relpath: str
-) -> tuple[set[str], str, dict[str, object], set[str]]:
-    for judgement in context.receipts:
+def probe_evidence(judgements: Iterable[Judgement], root: Path, relpath: str) -> ProbeFinding:
+    """The formal consumption probe that binds ``relpath`` among ``judgements``."""
+    for judgement in judgements:
         receipt = judgement.receipt
         if (
             judgement.status is not Status.FORMAL
@@ -208,20 +224,26 @@ def _probe_document(
         ):
             continue
         try:
-            document = json.loads((context.workspace.root / relpath).read_bytes())
+            document = json.loads((root / relpath).read_bytes())
         except (OSError, ValueError):
-            return set(), f"{relpath}: unreadable", {}, set()
+            return ProbeFinding(set(), f"{relpath}: unreadable")
         if not isinstance(document, dict) or document.get("format") != PROBE_FORMAT:
-            return set(), f"{relpath}: not a consumption probe", {}, set()
+            return ProbeFinding(set(), f"{relpath}: not a consumption probe")
         if document.get("repeatable") is not True:
-            return set(), f"{relpath}: the probe's forward was not repeatable", {}, set()
+            return ProbeFinding(set(), f"{relpath}: the probe's forward was not repeatable")
         items = [item for item in document.get("tensors", []) if isinstance(item, dict)]
-        found = {str(item.get("name")) for item in items if item.get("consumed") is False}
-        probed = {str(item.get("name")) for item in items}
         configuration = document.get("configuration")
-        ran = dict(configuration) if isinstance(configuration, dict) else {}
-        return found, f"formal probe {judgement.path}", ran, probed
-    return set(), f"no formal consumption probe binds {relpath} (gates probe consumed)", {}, set()
+        return ProbeFinding(
+            {str(item.get("name")) for item in items if item.get("consumed") is False},
+            f"formal probe {judgement.path}",
+            dict(configuration) if isinstance(configuration, dict) else {},
+            {str(item.get("name")) for item in items},
+            every_tensor=document.get("every_tensor") is True,
+            usable=True,
+        )
+    return ProbeFinding(
+        set(), f"no formal consumption probe binds {relpath} (gates probe consumed)"
+    )
 
 
 def _probe_unmet(
@@ -236,37 +258,99 @@ def _probe_unmet(
     return None
 
 
-def _structure(
-    found: Survey,
-    expected_absent: dict[str, str],
-    probe: ProbeFinding,
-    requirements: tuple[ProbeRequirement, ...] = (),
-) -> Criterion:
-    counts = ", ".join(f"{n} {klass}" for klass, n in found.counts().items())
+@dataclass(frozen=True)
+class Absence:
+    """The contract's `expected_absent` judged against the probe: the names it explains
+    (name -> the reason shown) and the names it does not (name -> why not)."""
+
+    explained: dict[str, str] = field(default_factory=dict)
+    unexplained: dict[str, str] = field(default_factory=dict)
+    #: name -> "not consumed" or "never built by the reference", for each explained name
+    how: dict[str, str] = field(default_factory=dict)
+    source: str = ""
+
+
+def judge_absent(params: Params, probe: ProbeFinding) -> Absence:
+    """Each `expected_absent` tensor explained by the probe or not, and why: found not
+    consumed under a configuration that meets `probe_requires`, or (`reference_builds =
+    false`) never built by the reference's model, which the probe probed whole."""
+    absence = Absence(source=probe.source)
+    for item in params.expected_absent:
+        name = item.name
+        unmet = _probe_unmet(name, params.probe_requires, probe.configuration)
+        if not probe.usable:
+            absence.unexplained[name] = probe.source
+        elif not item.reference_builds:
+            _never_built(absence, item, probe)
+        elif name in probe.unconsumed and unmet is None:
+            absence.how[name] = "not consumed"
+            absence.explained[name] = (
+                f"expected absent: {item.justification} (not consumed by the reference's "
+                f"forward: {probe.source})"
+            )
+        else:
+            absence.unexplained[name] = (
+                unmet if name in probe.unconsumed and unmet else probe.why_not(name)
+            )
+    return absence
+
+
+def _never_built(absence: Absence, item: ExpectedAbsent, probe: ProbeFinding) -> None:
+    if item.name in probe.probed:
+        absence.unexplained[item.name] = (
+            f"declared never built by the reference, but {probe.source} probed it"
+        )
+    elif probe.every_tensor:
+        absence.how[item.name] = "never built by the reference"
+        absence.explained[item.name] = (
+            f"expected absent: {item.justification} (the reference's model never builds "
+            f"it: {probe.source} probed every tensor it holds)"
+        )
+    else:
+        absence.unexplained[item.name] = (
+            f"{probe.source} probed only some tensors: run it without --tensor to show the "
+            "reference's model never builds it"
+        )
+
+
+def _structure(found: Survey, absence: Absence) -> Criterion:
+    counted = found.counts().items()
+    counts = ", ".join(f"{n} {klass}" for klass, n in counted if klass in _SHOWN)
     summary = f"{len(found.differences)} differences: {counts}"
+    if absence.explained:
+        kinds = " or ".join(sorted(set(absence.how.values())))
+        summary += f"; {len(absence.explained)} expected_absent, {kinds} ({absence.source})"
+    only = [d for d in found.differences if d.klass == "candidate_only"]
+    if only:
+        summary += f"; {len(only)} candidate_only ({only[0].candidate[0]}: {only[0].detail})"
     problems = [*found.rule_problems]
-    explained = []
+    shown = set(found.rule_problems)
     for difference in found.structural:
+        if difference.detail in shown:
+            continue  # a rule problem of this tensor, named above
         name = difference.reference[0] if difference.reference else ""
-        missing = bool(difference.reference) and not difference.candidate
-        unmet = _probe_unmet(name, requirements, probe.configuration)
-        if missing and name in expected_absent and name in probe.unconsumed and unmet is None:
-            explained.append(name)
-            continue
         line = f"{name} {difference.detail}" if name else difference.detail
-        if missing and name in expected_absent:
-            why = unmet if name in probe.unconsumed and unmet else probe.why_not(name)
-            line += f" (expected_absent, unexplained: {why})"
+        missing = bool(difference.reference) and not difference.candidate
+        if missing and name in absence.unexplained:
+            line += f" (expected_absent, unexplained: {absence.unexplained[name]})"
         problems.append(line)
-    if explained:
-        summary += f"; {len(explained)} expected_absent, not consumed ({probe.source})"
+    declared = [
+        f"{(d.reference or d.candidate)[0]}: {d.detail}"
+        for d in found.differences
+        if d.klass in ("candidate_only", "expected_absent")
+    ]
     notes = "".join(f"; note: {note}" for note in found.notes)
+    listed_declared = tuple(f"declared: {line}" for line in declared)
     if not problems:
         detail = f"{found.reference_count} vs {found.candidate_count} tensors; {summary}{notes}"
-        return Criterion("no_structural_difference", True, detail)
+        return Criterion("no_structural_difference", True, detail, listed_declared)
     detail = "; ".join(problems[:5]) + f" ({summary}){notes}"
-    listed = (*problems, summary, *(f"note: {note}" for note in found.notes))
+    listed = (*problems, summary, *listed_declared, *(f"note: {note}" for note in found.notes))
     return Criterion("no_structural_difference", False, detail, listed)
+
+
+#: the classes the summary counts (the declared ones it names with their reasons)
+_SHOWN = frozenset(("naming", "layout", "dtype", "structural"))
 
 
 def _hash_match(content: ContentComparison | None) -> Criterion:
@@ -317,10 +401,17 @@ def evaluate(context: EvaluationContext, raw: dict[str, Any]) -> list[Criterion]
                 Criterion("hash_match", False, not_comparable, key="require_hash_match")
             )
         return criteria
-    pair = compare_pair(reference, candidate, ruleset)
-    absent = {item.name: item.justification for item in params.expected_absent}
-    probe = probe_finding(context, params.consumption_probe) if absent else ProbeFinding(set(), "")
-    criteria.append(_structure(pair.survey, absent, probe, params.probe_requires))
+    absence = Absence()
+    if params.expected_absent:
+        absence = judge_absent(params, probe_finding(context, params.consumption_probe))
+    pair = compare_pair(
+        reference,
+        candidate,
+        ruleset,
+        absent=absence.explained,
+        saved_layout=params.saved_layout == "reference",
+    )
+    criteria.append(_structure(pair.survey, absence))
     if hashing:
         criteria.append(_hash_match(pair.content))
     return criteria

@@ -27,7 +27,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import BinaryIO
 
-from gates.core.canonical import DuplicateKeyError, strict_loads, unique_pairs
+from gates.core.content_ids import DuplicateKeyError, strict_loads, unique_pairs
 from gates.core.errors import GatesError
 
 ROUNDED_DIGITS = 7

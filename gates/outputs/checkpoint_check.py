@@ -34,6 +34,9 @@ class Against(Closed):
     mapped_reference_digest: SHA256 | None
     unequal_tensors: list[StrictStr]
     mapping_problems: list[StrictStr]
+    #: "<tensor>: <reason>" of each tensor a declaration sets aside (candidate-only, expected
+    #: absent), never counted equal
+    declared: list[StrictStr] | None = None
 
 
 class CheckpointCheck(Closed):

@@ -18,7 +18,13 @@ from pathlib import Path
 from gates.core import git
 from gates.core.errors import ConfigError, GatesError
 from gates.core.invocation import Given
-from gates.naming.rulefile import INVENTORY_CHECK, ruleset_from_params
+from gates.naming.rulefile import (
+    INVENTORY_CHECK,
+    ContractRules,
+    has_rules,
+    rules_or,
+    ruleset_from_params,
+)
 from gates.naming.rules import RuleSet
 from gates.policy.contract_files import (
     ContractFileError,
@@ -95,19 +101,36 @@ class Policy:
     def ruleset(self) -> tuple[RuleSet, str | None]:
         """The naming rules of the tensor-inventory contract in force, and its file (empty
         rules and None without one): a PR cannot loosen the naming rules."""
-        found = self._ruleset
-        if isinstance(found, ConfigError):
-            raise found
-        return found
+        found = self.rules(INVENTORY_CHECK)
+        return found.ruleset, found.source
+
+    def rules(self, check: str) -> ContractRules:
+        """The naming rules the contract of ``check`` in force compares through: its own,
+        else (a contract that declares none) the tensor-inventory contract's; with that
+        contract's own params. ConfigError when the rules do not parse."""
+        found = self.contract(check)
+        params = dict(found[1].params) if found is not None else {}
+        if found is not None and has_rules(params):
+            ruleset = ruleset_from_params(params, str(found[0]))
+            return ContractRules(ruleset, str(found[0]), params, check)
+        inventory = self._inventory_rules
+        if isinstance(inventory, ConfigError):
+            raise inventory
+        if check == INVENTORY_CHECK:
+            return inventory
+        source = str(found[0]) if found is not None else "the contract"
+        ruleset = rules_or(params, source, inventory.ruleset)
+        return ContractRules(ruleset, inventory.source, params, check)
 
     @functools.cached_property
-    def _ruleset(self) -> tuple[RuleSet, str | None] | ConfigError:
+    def _inventory_rules(self) -> ContractRules | ConfigError:
         inventory = self.contract(INVENTORY_CHECK)
         if inventory is None:
-            return RuleSet(), None
+            return ContractRules()
         path, spec = inventory
         try:
-            return ruleset_from_params(spec.params, str(path)), str(path)
+            ruleset = ruleset_from_params(spec.params, str(path))
+            return ContractRules(ruleset, str(path), dict(spec.params), INVENTORY_CHECK)
         except ConfigError as error:
             return error
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from gates.core.canonical import strict_loads
+from gates.core.content_ids import strict_loads
 from gates.core.resources import validator
 from gates.losses.series import LossFileError, read_losses
 from gates.receipts.model import ArtifactKind

@@ -12,9 +12,10 @@ from pathlib import Path, PurePosixPath
 
 from gates import __version__
 from gates.core.atomic import write_text_atomic
-from gates.core.canonical import content_id, pretty_json
+from gates.core.content_ids import content_id
 from gates.core.errors import ReceiptError, UnsafePathError
 from gates.core.hashing import StatCache
+from gates.core.json_writer import pretty_json
 from gates.core.paths import is_under, resolve_inside
 from gates.freeze.check import FreezeInputs, FreezeReport, Reason, evaluate_freeze
 from gates.receipts.model import (

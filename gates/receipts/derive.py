@@ -12,7 +12,7 @@ import math
 from pathlib import Path
 from typing import Any
 
-from gates.core.canonical import strict_loads
+from gates.core.content_ids import strict_loads
 from gates.losses.compare import compare_losses, compare_repeats
 from gates.losses.series import LossFileError, LossSeries, read_losses
 from gates.receipts.model import ArtifactKind, Receipt

@@ -11,7 +11,7 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
-from gates.core.canonical import strict_loads
+from gates.core.content_ids import strict_loads
 from gates.core.errors import GatesError
 from gates.core.resources import schema
 from gates.receipts.artifacts import schema_errors

@@ -17,9 +17,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from gates.core.atomic import write_text_atomic
-from gates.core.canonical import pretty_json
 from gates.core.errors import GatesError
 from gates.core.hashing import StatCache
+from gates.core.json_writer import pretty_json
 from gates.core.run_protocol import RANK_VARIABLES
 from gates.freeze.check import FreezeReport
 from gates.receipts.create import ReceiptRequest, create_receipt

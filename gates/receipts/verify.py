@@ -12,7 +12,7 @@ from pathlib import Path
 
 from pydantic import ValidationError
 
-from gates.core.canonical import content_id, strict_loads
+from gates.core.content_ids import content_id, strict_loads
 from gates.core.errors import UnsafePathError
 from gates.core.hashing import StatCache
 from gates.core.paths import resolve_inside

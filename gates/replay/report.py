@@ -3,12 +3,12 @@ the audit's judgement of it: formal steps count only with the replay the policy 
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from gates.core.json_writer import indented_json
 from gates.replay.environments import EnvironmentDifference, describe
 from gates.replay.windows import SEED_SOURCES, sample_windows
 
@@ -114,4 +114,4 @@ def report_problem(  # noqa: PLR0911  (one return per reason a replay does not c
 
 
 def report_json(report: ReplayReport) -> str:
-    return json.dumps(report.model_dump(mode="json"), indent=2, sort_keys=True) + "\n"
+    return indented_json(report.model_dump(mode="json"), sort_keys=True) + "\n"

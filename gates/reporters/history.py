@@ -21,9 +21,9 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from gates.core.canonical import pretty_json
 from gates.core.errors import GatesError, GitError
 from gates.core.git import run_git
+from gates.core.json_writer import pretty_json
 from gates.engine.summary import AuditSummary
 from gates.trust.anchors import Anchors
 from gates.trust.envelope import STATEMENT_TYPE, Attested, sign_statement, verify_envelope

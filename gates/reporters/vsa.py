@@ -9,7 +9,7 @@ from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
 from gates import __version__
-from gates.core.canonical import canonical_json
+from gates.core.content_ids import canonical_json
 from gates.core.errors import GatesError
 from gates.core.git import run_git
 from gates.engine.summary import AuditSummary

@@ -1,8 +1,8 @@
 """Comparing two tensor dumps bit for bit through the naming rules.
 
 The reference names of each (step, phase) go through the rules (rename, fuse,
-split, transpose, cast) to the candidate names they predict; every predicted
-tensor is compared with the candidate's tensor of that name:
+split, stack, unstack, transpose, reshape, cast) to the candidate names they predict;
+every predicted tensor is compared with the candidate's tensor of that name:
 
 - bits, not values: -0.0 and 0.0 differ, NaN payloads are compared as bits;
 - a pure rename compares the stored bytes in large blocks (one read of each
@@ -14,6 +14,11 @@ tensor is compared with the candidate's tensor of that name:
 
 Optimizer tensors are `<param>:<slot>`: the rules apply to the param part, the
 slot maps through `slots` (torch exp_avg -> Paddle moment1, ...).
+
+A tensor a rule could not apply to is not compared: its problem is named. A candidate tensor
+a `candidate_only` declaration accounts for is listed with its reason, never missing; a
+pair a `not_comparable` declaration names is listed with its reason and never compared,
+counted equal or explained. A declaration that matches nothing is a problem.
 """
 
 from __future__ import annotations
@@ -27,9 +32,9 @@ from typing import TYPE_CHECKING, Any
 from gates.core.progress import QUIET, Progress
 from gates.naming.config_placeholders import FROM_CONFIG
 from gates.naming.config_placeholders import resolve as resolve_placeholders
-from gates.naming.interpret import LAYOUT_OPS, Arrays, Interpreter, leaf_views
+from gates.naming.interpret import LAYOUT_OPS, Alike, Arrays, leaf_views
 from gates.naming.rule_kinds import RuleError
-from gates.naming.rules import Node, RuleSet, expect, label
+from gates.naming.rules import Declarations, Node, RuleSet, expect
 from gates.safetensors.dtypes import (
     FLOATS,
     SIGNED,
@@ -210,35 +215,46 @@ def _inventory(header_tensors: dict[str, TensorEntry]) -> dict[str, tuple[str, t
     return {name: (e.dtype, e.shape) for name, e in header_tensors.items()}
 
 
+@dataclass
+class Mapping:
+    """A phase's candidate names -> what the rules predict, the rule problems (named) and the
+    labels of the rules that matched a tensor."""
+
+    mapped: dict[str, Mapped]
+    problems: list[str]
+    applied: set[str]
+
+
 def map_phase(
     phase: str,
     reference: dict[str, TensorEntry],
     ruleset: RuleSet,
     slots: dict[str, str],
     candidate_slots: frozenset[str] = frozenset(),
-) -> tuple[dict[str, Mapped], list[str]]:
-    """Candidate name -> what the rules predict, and the rule problems (named). A slot the
-    candidate also uses keeps its name (torch against torch); others map through ``slots``."""
+) -> Mapping:
+    """The phase's reference names through the rules. A slot the candidate also uses keeps
+    its name (torch against torch); others map through ``slots``."""
     if phase != "optimizer":
         expectation = expect(_inventory(reference), ruleset)
-        return (
+        return Mapping(
             {name: Mapped(name, node) for name, node in expectation.nodes.items()},
             expectation.problems,
+            expectation.applied,
         )
     by_slot: dict[str, dict[str, tuple[str, tuple[int, ...]]]] = {}
     for name, entry in reference.items():
         param, slot = split_slot(name)
         by_slot.setdefault(slot, {})[param] = (entry.dtype, entry.shape)
-    mapped: dict[str, Mapped] = {}
-    problems: list[str] = []
+    found = Mapping({}, [], set())
     for slot, inventory in sorted(by_slot.items()):
         expectation = expect(inventory, ruleset)
-        problems += [f"slot {slot}: {p}" for p in expectation.problems]
+        found.problems += [f"slot {slot}: {p}" for p in expectation.problems]
+        found.applied |= expectation.applied
         target = slot if slot in candidate_slots else slots.get(slot, slot)
         for param, node in expectation.nodes.items():
             name = f"{param}{SLOT_SEPARATOR}{target}"
-            mapped[name] = Mapped(name, node, f"{SLOT_SEPARATOR}{slot}")
-    return mapped, problems
+            found.mapped[name] = Mapped(name, node, f"{SLOT_SEPARATOR}{slot}")
+    return found
 
 
 # -- comparing one tensor ----------------------------------------------------------------
@@ -260,23 +276,20 @@ class TensorResult:
         return self.reference[0] if self.reference else ""
 
 
-class _Widened(Interpreter[str]):
+class _Widened(Alike[str]):
     """The dtype a node's tensor is built in: a cast only ever widens (to the dtype both
-    sides compare in); fused parts must agree."""
+    sides compare in); fused or stacked parts must agree."""
 
     def leaf(self, node: Node) -> str:
         return node.dtype
-
-    def transpose(self, node: Node, value: str) -> str:
-        return value
-
-    def split(self, node: Node, value: str) -> str:
-        return value
 
     def fuse(self, node: Node, values: list[str]) -> str:
         if any(d != values[0] for d in values):
             raise RuleError(f"{node.name}: the fused parts differ in dtype")
         return values[0]
+
+    def stack(self, node: Node, values: list[str]) -> str:
+        return self.fuse(node, values)
 
     def cast(self, node: Node, value: str) -> str:
         return common_dtype(value, node.dtype)
@@ -289,6 +302,10 @@ class _Widening(Arrays):
     def fuse(self, node: Node, values: list[np.ndarray]) -> np.ndarray:
         _Widened().run(node)  # the parts agree in dtype, not only in element size
         return super().fuse(node, values)
+
+    def stack(self, node: Node, values: list[np.ndarray]) -> np.ndarray:
+        _Widened().run(node)
+        return super().stack(node, values)
 
     def cast(self, node: Node, value: np.ndarray) -> np.ndarray:
         source = _Widened().run(node.children[0])
@@ -585,6 +602,9 @@ class Comparison:
     first: TensorResult | None = None
     unmatched_rules: list[str] = field(default_factory=list)
     steps: list[int] = field(default_factory=list)
+    #: "<step> <phase>: <candidate> (<reason>)" of each declared tensor, as listed
+    candidate_only: list[str] = field(default_factory=list)
+    not_comparable: list[str] = field(default_factory=list)
 
     def totals(self) -> dict[str, int]:
         return {
@@ -673,7 +693,7 @@ def compare_dumps(
     result = Comparison()
     ruleset, notes = _placeholders(ruleset, reference, candidate)
     result.notes.extend(notes)
-    used_rules: set[str] = set()
+    used = _Used()
     for side, dump in (("reference", reference), ("candidate", candidate)):
         for note in dump.incomplete:
             result.problems.append(f"{side}: {note}")
@@ -712,7 +732,7 @@ def compare_dumps(
                 selection=selection,
                 tally=tally,
                 result=result,
-                used_rules=used_rules,
+                used=used,
                 scratch=scratch,
             )
         diverged = [r for r in step_results if not r.equal]
@@ -723,14 +743,31 @@ def compare_dumps(
                 key=lambda r: (position.get((r.phase, r.candidate), last), PHASES.index(r.phase)),
             )
         result.unequal += diverged
-    try:
-        rules = ruleset.all_rules()
-    except RuleError:
-        rules = []
-    result.unmatched_rules = [
-        label(rule, i) for i, rule in enumerate(rules) if label(rule, i) not in used_rules
+    labelled, _ = ruleset.labelled()
+    result.unmatched_rules = [tag for tag, _ in labelled if tag not in used.rules]
+    result.problems += [
+        f"candidate_only {declared.match!r} matches no candidate tensor (remove it, or fix "
+        "its pattern)"
+        for index, declared in enumerate(ruleset.candidate_only)
+        if index not in used.candidate_only
+    ]
+    result.problems += [
+        f"not_comparable {declared.reference!r} -> {declared.candidate!r} names no pair of "
+        "tensors after the rules (remove it, or fix its patterns)"
+        for index, declared in enumerate(ruleset.not_comparable)
+        if index not in used.not_comparable
     ]
     return result
+
+
+@dataclass
+class _Used:
+    """Over a whole comparison: the rules that matched a tensor and the declarations (by
+    position) that matched one."""
+
+    rules: set[str] = field(default_factory=set)
+    candidate_only: set[int] = field(default_factory=set)
+    not_comparable: set[int] = field(default_factory=set)
 
 
 def _compare_phase(
@@ -743,7 +780,7 @@ def _compare_phase(
     selection: Selection,
     tally: PhaseTally,
     result: Comparison,
-    used_rules: set[str],
+    used: _Used,
     scratch: Scratch,
 ) -> list[TensorResult]:
     ref_file, cand_file = ref_step.phases.get(phase), cand_step.phases.get(phase)
@@ -765,25 +802,17 @@ def _compare_phase(
         if phase == "optimizer"
         else frozenset()
     )
-    mapped, problems = map_phase(phase, ref_file.header.tensors, ruleset, slots, candidate_slots)
-    result.problems += [f"{where}: {p}" for p in problems]
-    for item in mapped.values():
-        used_rules.update(item.node.rules)
-    cand_names = set(cand_file.header.tensors)
-    for name in sorted(set(mapped) - cand_names):
-        tally.missing += 1
-        _note(
-            result.missing,
-            f"{where}: {name} (from {', '.join(mapped[name].reference_names())})"
-            " is not in the candidate",
-        )
-    for name in sorted(cand_names - set(mapped)):
-        tally.missing += 1
-        _note(result.missing, f"{where}: {name} has no reference tensor after the rules")
+    mapping = map_phase(phase, ref_file.header.tensors, ruleset, slots, candidate_slots)
+    result.problems += [f"{where}: {p}" for p in mapping.problems]
+    used.rules |= mapping.applied
+    mapped = mapping.mapped
+    chosen = _chosen(
+        mapped, set(cand_file.header.tensors), Declarations(ruleset), where, tally, result, used
+    )
     ref_reader, cand_reader = PhaseReader(ref_file), PhaseReader(cand_file)
     results: list[TensorResult] = []
     try:
-        for name in sorted(set(mapped) & cand_names):
+        for name in chosen:
             compared = compare_tensor(
                 ref_step.step, phase, mapped[name], ref_reader, cand_reader, scratch=scratch
             )
@@ -793,6 +822,52 @@ def _compare_phase(
         ref_reader.close()
         cand_reader.close()
     return results
+
+
+def _chosen(  # noqa: PLR0917
+    mapped: dict[str, Mapped],
+    cand_names: set[str],
+    declared: Declarations,
+    where: str,
+    tally: PhaseTally,
+    result: Comparison,
+    used: _Used,
+) -> list[str]:
+    """The candidate names to compare; each other name listed where it belongs: missing on
+    one side, candidate-only by a declaration, not comparable by a declaration, or left to
+    its rule problem (named with the phase's problems)."""
+    for name in sorted(set(mapped) - cand_names):
+        if mapped[name].node.problem:
+            continue
+        tally.missing += 1
+        _note(
+            result.missing,
+            f"{where}: {name} (from {', '.join(mapped[name].reference_names())})"
+            " is not in the candidate",
+        )
+    for name in sorted(cand_names - set(mapped)):
+        found_only = declared.only(name)
+        if found_only is not None:
+            index, reason = found_only
+            used.candidate_only.add(index)
+            _note(result.candidate_only, f"{where}: {name} ({reason})")
+            continue
+        tally.missing += 1
+        _note(result.missing, f"{where}: {name} has no reference tensor after the rules")
+    chosen = []
+    for name in sorted(set(mapped) & cand_names):
+        item = mapped[name]
+        if item.node.problem:
+            continue
+        found_pair = declared.pair(name, [leaf.name for leaf in item.node.leaves()])
+        if found_pair is not None:
+            index, reason = found_pair
+            used.not_comparable.add(index)
+            references = ", ".join(item.reference_names())
+            _note(result.not_comparable, f"{where}: {references} -> {name} ({reason})")
+            continue
+        chosen.append(name)
+    return chosen
 
 
 def _note(items: list[str], text: str) -> None:

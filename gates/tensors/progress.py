@@ -69,7 +69,19 @@ def _why(comparison: Comparison) -> str:
     totals = comparison.totals()
     if comparison.missing:
         return f"{totals['missing']} missing: {comparison.missing[0]}"
-    return f"{totals['compared']} tensors compared, all bit-identical"
+    return f"{totals['compared']} tensors compared, all bit-identical" + _declared(comparison)
+
+
+def _declared(comparison: Comparison) -> str:
+    """What the declarations set aside, with the first reason: never counted equal."""
+    shown = ""
+    for items, what in (
+        (comparison.not_comparable, "not comparable"),
+        (comparison.candidate_only, "candidate only"),
+    ):
+        if items:
+            shown += f"; {len(items)} {what} (declared: {items[0]})"
+    return shown
 
 
 @dataclass(frozen=True)

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from gates.core.atomic import write_text_atomic
+from gates.core.json_writer import indented_json
 from gates.safetensors.dtypes import DTYPE_BITS
 from gates.tensors.layout import ORDER_FILE, ORDER_FORMAT, PHASES, DumpError, step_folder_name
 
@@ -105,5 +106,5 @@ def write_step(
     }
     if not_dumped:
         document["not_dumped"] = [list(item) for item in not_dumped]
-    write_text_atomic(folder / ORDER_FILE, json.dumps(document, indent=1) + "\n")
+    write_text_atomic(folder / ORDER_FILE, indented_json(document, indent=1) + "\n")
     return folder

@@ -43,8 +43,8 @@ from types import TracebackType
 from typing import TYPE_CHECKING, Any
 
 from gates.core.atomic import write_text_atomic
-from gates.core.canonical import pretty_json
 from gates.core.errors import GatesError
+from gates.core.json_writer import pretty_json
 from gates.replay.commitments import StepCommitter, chosen_save_every
 
 if TYPE_CHECKING:  # the numeric code loads with the first state committed

@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 from pydantic import BaseModel, ConfigDict, StrictBool, StringConstraints, ValidationError
 
-from gates.core.canonical import canonical_json
+from gates.core.content_ids import canonical_json
 from gates.core.errors import GatesError
 from gates.core.validation import first_error
 

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any
 
-from gates.core.canonical import canonical_json
+from gates.core.content_ids import canonical_json
 from gates.trust.anchors import Anchors, TrustedSigner
 from gates.trust.keys import SigningKey
 

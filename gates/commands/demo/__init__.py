@@ -91,7 +91,8 @@ _CLOSING = (
     " but torch and paddle losses are bit-identical only for the first steps, and the tensor"
     " dumps locate the first differing tensor at step 1. The tensor inventory explains every"
     " naming and layout difference by a rule, and the five MTP indexer tensors the candidate"
-    " leaves out by the consumption probe; the content hashes still differ. The verdict stays"
+    " leaves out by the consumption probe; every other tensor's content is equal through the"
+    " rules, so it discharges. The verdict stays"
     " blocked: it never turns to pass on missing evidence, on copies, or on a waiver the PR"
     " wrote itself."
 )
